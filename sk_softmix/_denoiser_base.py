@@ -1,0 +1,293 @@
+"""What the softmax- and linear-attention denoisers share: the scikit-learn
+plumbing around a forward pass ``f(queries, prompt)``.
+
+A subclass supplies its parameters (``_initial_parameters``) and its forward
+pass (``_forward``); this module turns them into ``fit``, ``transform``,
+``fit_transform``, ``predict`` and ``score``.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import (
+    BaseEstimator,
+    OneToOneFeatureMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.metrics import mean_squared_error
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._device import as_tensor, resolve_device
+from ._training import minibatch_adam
+from ._validation import check_clean_targets, unchanged_on_error
+
+_FLOAT_DTYPES = [np.float64, np.float32]
+
+
+class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Base class of the attention denoisers; not for direct use."""
+
+    _parameter_constraints: dict = {
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "residual": ["boolean"],
+        "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
+        "init": [StrOptions({"bayes", "random"})],
+        "prompt_size": [Interval(Integral, 2, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "device": [str],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # Parameters whose value scales as 1 / (data scale)^2: training runs on data
+    # divided by its root-mean-square, where these are rescaled accordingly.
+    _inverse_square_scaled = ("U",)
+
+    def _initial_parameters(self, prompt, noise_variance, random_state) -> dict:
+        """Starting parameters, NumPy float64 in the data's units."""
+        raise NotImplementedError
+
+    def _forward(self, parameters, queries, prompt, exclude) -> torch.Tensor:
+        """Denoised queries (n, p) from torch parameters over a torch prompt."""
+        raise NotImplementedError
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the attention parameters; the noisy ``X`` becomes the prompt.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations. They (or a random ``prompt_size`` of them) are
+            the prompt every later query attends over.
+        y : array-like of shape (n_samples, n_features), default=None
+            Clean counterparts of ``X``. When given, training minimises the
+            squared error, each training query left out of its own prompt.
+            When omitted, ``init="bayes"`` is required and its closed-form
+            parameters are used as they are.
+
+        Returns
+        -------
+        self : object
+            The fitted denoiser.
+        """
+        with unchanged_on_error(self):
+            self._fit(X, y)
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit, then denoise ``X`` with each point left out of its own prompt.
+
+        Unlike ``fit(X).transform(X)``, no point attends to its own copy in the
+        prompt, exactly as during training.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        y : array-like of shape (n_samples, n_features), default=None
+            Clean counterparts of ``X``, used for training only.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            Denoised ``X``.
+        """
+        self.fit(X, y)
+        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
+        return self._denoise(X, exclude=self._prompt_positions(X.shape[0]))
+
+    def transform(self, X):
+        """Denoise ``X`` by attending over the fitted prompt.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            Denoised points, in the dtype of ``X`` (float32 or float64).
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
+        return self._denoise(X, exclude=None)
+
+    def predict(self, X):
+        """Denoise ``X``; the same as :meth:`transform`.
+
+        Provided so that regression scorers such as
+        ``scoring="neg_mean_squared_error"`` work in grid searches.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+        """
+        return self.transform(X)
+
+    def score(self, X, y):
+        """Negative mean squared error of the denoised ``X`` against clean ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        y : array-like of shape (n_samples, n_features)
+            Their clean counterparts.
+
+        Returns
+        -------
+        float
+            ``-mean_squared_error(y, self.predict(X))``: higher is better.
+        """
+        denoised = self.predict(X)
+        y = check_clean_targets(y, denoised)
+        return -float(mean_squared_error(y, denoised))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.target_tags.required = False
+        return tags
+
+    # -- internals -------------------------------------------------------------
+
+    def _fit(self, X, y):
+        X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=2)
+        if y is not None:
+            y = check_clean_targets(y, X)
+        elif self.init != "bayes":
+            raise ValueError(
+                f"{type(self).__name__}.fit(X) without clean targets y needs "
+                "init='bayes' (the closed-form construction, which also needs "
+                "noise_variance). Pass y, the clean counterparts of X, to train "
+                f"from init={self.init!r}."
+            )
+        noise_variance = self.noise_variance
+        if noise_variance is None and y is not None:
+            # Z - X is the noise itself: its mean square estimates xi^2.
+            noise_variance = float(np.mean(np.square(X - y, dtype=np.float64)))
+        if noise_variance is None:
+            raise ValueError(
+                "init='bayes' without clean targets y needs noise_variance, the "
+                "variance xi^2 of the Gaussian noise in X; got noise_variance=None."
+            )
+        n_samples = X.shape[0]
+        if self.prompt_size is not None and self.prompt_size > n_samples:
+            raise ValueError(
+                f"prompt_size={self.prompt_size} exceeds the {n_samples} samples "
+                "passed to fit; use prompt_size=None to use them all."
+            )
+        device = resolve_device(self.device)
+        random_state = check_random_state(self.random_state)
+        if self.prompt_size is None:
+            prompt_indices = np.arange(n_samples)
+        else:
+            prompt_indices = np.sort(
+                random_state.choice(n_samples, self.prompt_size, replace=False)
+            )
+        prompt = X[prompt_indices]
+        parameters = self._initial_parameters(
+            prompt.astype(np.float64), noise_variance, random_state
+        )
+        history = np.empty(0)
+        if y is not None and self.max_iter > 0:
+            parameters, history = self._train(
+                X, y, prompt_indices, parameters, random_state, device
+            )
+
+        self.prompt_ = prompt
+        self.prompt_indices_ = prompt_indices
+        for name, value in parameters.items():
+            setattr(self, f"{name}_", value)
+        self.noise_variance_ = noise_variance
+        self.history_ = history
+        self.n_iter_ = len(history)
+        self.device_ = str(device)
+
+    def _train(self, X, y, prompt_indices, parameters, random_state, device):
+        """Minibatch Adam on the squared error, in units where the prompt has RMS 1."""
+        scale2 = float(np.mean(np.square(X[prompt_indices], dtype=np.float64)))
+        scale2 = scale2 if scale2 > 0 else 1.0
+        scale = np.sqrt(scale2)
+        rescale = {
+            name: scale2 if name in self._inverse_square_scaled else 1.0
+            for name in parameters
+        }
+        queries = as_tensor(X / scale, device, torch.float32)
+        targets = as_tensor(y / scale, device, torch.float32)
+        prompt = queries[as_tensor(prompt_indices, device)]
+        exclude = as_tensor(self._positions_in(prompt_indices, X.shape[0]), device)
+        trained = {
+            name: as_tensor(
+                value * rescale[name], device, torch.float32
+            ).requires_grad_(True)
+            for name, value in parameters.items()
+        }
+
+        def loss_on(batch):
+            denoised = self._forward(trained, queries[batch], prompt, exclude[batch])
+            return torch.mean((denoised - targets[batch]) ** 2)
+
+        history = minibatch_adam(
+            loss_on,
+            list(trained.values()),
+            X.shape[0],
+            max_iter=self.max_iter,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            random_state=random_state,
+            device=device,
+            verbose=self.verbose,
+            name=type(self).__name__,
+        )
+        fitted = {
+            name: tensor.detach().cpu().numpy().astype(np.float64) / rescale[name]
+            for name, tensor in trained.items()
+        }
+        return fitted, history * scale2
+
+    def _denoise(self, X, exclude):
+        """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
+        device = resolve_device(self.device)
+        dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+        parameters = {
+            name: as_tensor(getattr(self, f"{name}_"), device, dtype)
+            for name in self._parameter_names()
+        }
+        prompt = as_tensor(self.prompt_, device, dtype)
+        queries = as_tensor(X, device, dtype)
+        if exclude is not None:
+            exclude = as_tensor(exclude, device)
+        chunks = []
+        with torch.no_grad():
+            for start in range(0, X.shape[0], self.batch_size):
+                stop = start + self.batch_size
+                chunk_exclude = None if exclude is None else exclude[start:stop]
+                chunks.append(
+                    self._forward(
+                        parameters, queries[start:stop], prompt, chunk_exclude
+                    )
+                )
+        return torch.cat(chunks).cpu().numpy()
+
+    def _prompt_positions(self, n_samples):
+        return self._positions_in(self.prompt_indices_, n_samples)
+
+    @staticmethod
+    def _positions_in(prompt_indices, n_samples):
+        """For each training sample, its row in the prompt, or -1 if not in it."""
+        positions = np.full(n_samples, -1, dtype=np.int64)
+        positions[prompt_indices] = np.arange(len(prompt_indices))
+        return positions

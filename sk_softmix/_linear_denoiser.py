@@ -1,0 +1,181 @@
+"""LinearAttentionDenoiser: stacked linear-attention layers over a noisy prompt."""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils._param_validation import Interval
+
+from ._denoiser_base import AttentionDenoiserBase
+from .attention import stacked_linear_attention
+
+
+class LinearAttentionDenoiser(AttentionDenoiserBase):
+    """Denoise points by linear attention over a prompt of noisy observations.
+
+    Each layer maps every token ``h`` (the prompt's and the query's) to::
+
+        h + sum_heads (1/L) sum_i (h_i^T U h) V h_i      (residual=True)
+
+    or the sum alone (``residual=False``); the query never enters the
+    prompt. The output is the query after the last layer.
+
+    Parameters
+    ----------
+    n_heads : int, default=1
+        Heads per layer. Within one layer several linear heads add nothing
+        (their sum is again ``V Sigma U``), so one is the default.
+    n_layers : int, default=1
+        Number of stacked linear-attention layers.
+    residual : bool, default=True
+        Whether each layer adds its input back.
+    noise_variance : float, default=None
+        Variance ``xi^2`` of the noise in ``X``, used by ``init="bayes"``;
+        estimated from ``X - y`` when omitted and ``y`` is given.
+    init : {"bayes", "random"}, default="bayes"
+        ``"bayes"``: the best linear estimator ``z -> (I - xi^2 Sigma^{-1}) z``
+        written as attention (``U = Sigma^{-1}``, with ``Sigma`` the prompt's
+        second-moment matrix), later layers the identity. ``"random"``: small
+        random heads.
+    prompt_size : int, default=None
+        ``None``: every training point is in the prompt; an int: a random
+        subset of that size.
+    max_iter : int, default=200
+        Adam iterations; 0 keeps the initial parameters.
+    learning_rate : float, default=0.01
+        Peak Adam step size, decayed to zero on a cosine schedule.
+    batch_size : int, default=1024
+        Training queries per iteration, and queries evaluated at once by
+        ``transform``.
+    device : str, default="auto"
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the prompt subset and the minibatches.
+    verbose : int, default=0
+        Print the training loss about ten times (1) or every iteration (2).
+
+    Attributes
+    ----------
+    prompt_ : ndarray of shape (L, n_features)
+        The prompt.
+    prompt_indices_ : ndarray of shape (L,)
+        Rows of the training ``X`` that form the prompt.
+    U_ : ndarray of shape (n_layers, n_heads, n_features, n_features)
+        Interaction matrices.
+    V_ : ndarray of shape (n_layers, n_heads, n_features, n_features)
+        Value matrices.
+    noise_variance_ : float
+        The noise variance used by the initialisation (given or estimated).
+    history_ : ndarray of shape (n_iter_,)
+        Training loss (minibatch mean squared error) per iteration.
+    n_iter_ : int
+        Number of training iterations run.
+    device_ : str
+        Device the model was fitted on.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    SoftmaxAttentionDenoiser : Softmax heads, which can gate per query.
+    GaussianMixtureDenoiser : Plug-in Bayes denoiser from a fitted mixture.
+
+    Notes
+    -----
+    Every layer multiplies every token by the same matrix
+    ``M_l = [I +] sum_h V_h Sigma_l U_h``, ``Sigma_l`` the second-moment
+    matrix of the prompt at layer ``l``; the whole stack is therefore the
+    linear map ``z -> M_K ... M_1 z`` for a given prompt. Its risk is bounded
+    below by that of the best linear estimator (``risk.best_linear_risk``),
+    strictly above the Bayes risk on a mixture of two or more separated
+    components, however many layers are stacked: this is the paper's point
+    that a mixture needs the softmax gate (Section 4).
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798, 2026.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix import LinearAttentionDenoiser
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2))
+    >>> Z = X + rng.normal(size=X.shape)
+    >>> denoiser = LinearAttentionDenoiser(noise_variance=1.0, max_iter=0).fit(Z)
+    >>> bool(np.mean((denoiser.transform(Z) - X) ** 2) < np.mean((Z - X) ** 2))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **AttentionDenoiserBase._parameter_constraints,
+        "n_layers": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        n_heads=1,
+        *,
+        n_layers=1,
+        residual=True,
+        noise_variance=None,
+        init="bayes",
+        prompt_size=None,
+        max_iter=200,
+        learning_rate=0.01,
+        batch_size=1024,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.residual = residual
+        self.noise_variance = noise_variance
+        self.init = init
+        self.prompt_size = prompt_size
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _parameter_names(self):
+        return ("U", "V")
+
+    def _forward(self, parameters, queries, prompt, exclude):
+        return stacked_linear_attention(
+            queries,
+            prompt,
+            parameters["U"],
+            parameters["V"],
+            residual=self.residual,
+            exclude=exclude,
+        )
+
+    def _initial_parameters(self, prompt, noise_variance, random_state):
+        n_features = prompt.shape[1]
+        size = (self.n_layers, self.n_heads, n_features, n_features)
+        if self.init == "random":
+            scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
+            U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
+            V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
+            return {"U": U, "V": V}
+        U, V = np.zeros(size), np.zeros(size)
+        identity = np.eye(n_features)
+        second_moment = prompt.T @ prompt / prompt.shape[0]
+        precision = np.linalg.pinv(second_moment, hermitian=True)
+        # The best linear estimator z -> (I - xi^2 Sigma^{-1}) z in layer one ...
+        best_linear = identity - noise_variance * precision
+        U[0, 0] = precision
+        V[0, 0] = best_linear - identity if self.residual else best_linear
+        # ... and identity layers after it (zero heads when residual).
+        if not self.residual:
+            second_moment = best_linear @ second_moment @ best_linear.T
+            for layer in range(1, self.n_layers):
+                U[layer, 0] = np.linalg.pinv(second_moment, hermitian=True)
+                V[layer, 0] = identity
+        return {"U": U, "V": V}

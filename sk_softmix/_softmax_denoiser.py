@@ -1,0 +1,239 @@
+"""SoftmaxAttentionDenoiser: softmax heads over a prompt of noisy observations."""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.mixture import GaussianMixture
+from sklearn.utils._param_validation import Interval
+
+from ._denoiser_base import AttentionDenoiserBase
+from .attention import softmax_attention
+from .constructions import (
+    in_context_construction,
+    single_head_construction,
+    two_head_construction,
+)
+
+
+class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
+    """Denoise points by softmax attention over a prompt of noisy observations.
+
+    Each query ``z`` is mapped to::
+
+        f(z) = A z + sum_h V_h sum_i softmax_i(z_i^T U_h z) z_i
+
+    where the ``z_i`` are the noisy training points (the prompt), ``U_h`` and
+    ``V_h`` are the interaction and value matrices of head ``h`` and ``A`` is a
+    learned skip map (``residual=True``) or zero (``residual=False``).
+
+    Parameters
+    ----------
+    n_heads : int, default=2
+        Number of softmax heads.
+    residual : bool, default=True
+        ``True``: residual heads combined by an output map, written as the
+        learned skip ``A`` plus the heads (SPEC section 4, in-context form).
+        ``False``: the plain sum of heads, the form of Theorem 4.1.
+    noise_variance : float, default=None
+        Variance ``xi^2`` of the Gaussian noise in ``X``. Needed by
+        ``init="bayes"``.
+    init : {"random", "bayes"}, default="random"
+        ``"random"``: small random heads and ``A = I``. ``"bayes"``: the
+        closed-form population construction (see Notes), estimated from a
+        ``GaussianMixture`` with a shared ("tied") covariance fitted on the
+        prompt.
+    n_components : int, default=2
+        Number of mixture components assumed by ``init="bayes"``.
+    prompt_size : int, default=None
+        ``None``: every training point is in the prompt. An int: a random
+        subset of that size is the prompt, for training and transform alike.
+    max_iter : int, default=200
+        Adam iterations (one minibatch of training queries each). 0 keeps the
+        initial parameters.
+    learning_rate : float, default=0.02
+        Peak Adam step size, decayed to zero on a cosine schedule.
+    batch_size : int, default=256
+        Training queries per iteration, and queries evaluated at once by
+        ``transform`` (memory ``n_heads * batch_size * L`` scores).
+    device : str, default="auto"
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the prompt subset and the minibatches.
+    verbose : int, default=0
+        Print the training loss about ten times (1) or every iteration (2).
+
+    Attributes
+    ----------
+    prompt_ : ndarray of shape (L, n_features)
+        The prompt: noisy training points every query attends over.
+    prompt_indices_ : ndarray of shape (L,)
+        Rows of the training ``X`` that form the prompt.
+    U_ : ndarray of shape (n_heads, n_features, n_features)
+        Interaction matrices.
+    V_ : ndarray of shape (n_heads, n_features, n_features)
+        Value matrices.
+    skip_ : ndarray of shape (n_features, n_features)
+        Skip map ``A``; only with ``residual=True``.
+    history_ : ndarray of shape (n_iter_,)
+        Training loss (mean squared error on the minibatch) per iteration.
+    n_iter_ : int
+        Number of training iterations run.
+    device_ : str
+        Device the model was fitted on.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    LinearAttentionDenoiser : The same with linear heads (linear in the query).
+    GaussianMixtureDenoiser : Plug-in Bayes denoiser from a fitted mixture.
+    BayesDenoiser : The exact posterior mean for a known mixture.
+    sklearn.mixture.GaussianMixture : The mixture model behind the baselines.
+
+    Notes
+    -----
+    For clean points ``X ~ sum_k pi_k N(m_k, Gamma)`` observed as
+    ``Z = X + N(0, xi^2 I)``, ``S = Gamma + xi^2 I``, the Bayes denoiser is
+    ``f*(z) = Gamma S^{-1} z + xi^2 S^{-1} sum_k beta_k(z) m_k``. On a prompt of
+    infinite length a softmax head is a softmax-gated mixture of affine
+    experts (Proposition 2.1), and:
+
+    - ``residual=True``: one head ``U = S^{-1}``, ``V = xi^2 S^{-1}`` with skip
+      ``A = I - 2 xi^2 S^{-1}`` equals ``f*`` for every task with equal-norm
+      means (Proposition 4.4); this is ``init="bayes"``.
+    - ``residual=False``: two heads equal ``f*`` (Theorem 4.1, ``init="bayes"``
+      with two components); one head does only when ``Gamma = xi^2 I``.
+
+    A finite prompt is not the population: the prompt's noise enters through
+    exponential weights, so the construction's excess risk shrinks slowly
+    with the prompt length ``L`` (on the paper's Figure 2 task about 2.8%
+    above Bayes at ``L = 20,000``, 1.7% at 100,000, 0.9% at 400,000).
+    Training adapts the parameters to the prompt length in use and does
+    better, which is why ``init="random"`` followed by training is the
+    default; the constructions serve as initialisations and oracles.
+
+    Training runs in float32 on data divided by its root-mean-square (an
+    exact symmetry: ``U`` scales by the inverse square), with each training
+    query left out of its own prompt. ``transform`` costs
+    ``O(n_queries L n_features n_heads)`` and holds at most
+    ``n_heads * batch_size * L`` scores at once; it computes in the dtype of
+    its input.
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798, 2026
+       (Proposition 2.1, Theorem 4.1, Proposition 4.4).
+    .. [2] Smart, Bietti & Sengupta, "In-context denoising with one-layer
+       transformers", ICML 2025.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix import SoftmaxAttentionDenoiser
+    >>> rng = np.random.default_rng(0)
+    >>> means = np.array([[3.0, 0.0], [0.0, 3.0]])
+    >>> X = means[rng.integers(2, size=500)] + rng.normal(size=(500, 2))
+    >>> Z = X + 2.0 * rng.normal(size=X.shape)
+    >>> denoiser = SoftmaxAttentionDenoiser(init="bayes", noise_variance=4.0,
+    ...                                     max_iter=0, random_state=0)
+    >>> denoised = denoiser.fit(Z).transform(Z)
+    >>> bool(np.mean((denoised - X) ** 2) < np.mean((Z - X) ** 2))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **AttentionDenoiserBase._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        n_heads=2,
+        *,
+        residual=True,
+        noise_variance=None,
+        init="bayes",
+        n_components=2,
+        prompt_size=None,
+        max_iter=200,
+        learning_rate=0.02,
+        batch_size=256,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_heads = n_heads
+        self.residual = residual
+        self.noise_variance = noise_variance
+        self.init = init
+        self.n_components = n_components
+        self.prompt_size = prompt_size
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _parameter_names(self):
+        return ("U", "V", "skip") if self.residual else ("U", "V")
+
+    def _forward(self, parameters, queries, prompt, exclude):
+        heads = softmax_attention(
+            queries,
+            prompt,
+            parameters["U"],
+            parameters["V"],
+            exclude=exclude,
+            batch_size=queries.shape[0],
+        ).sum(dim=0)  # (H, n, p) -> (n, p)
+        if self.residual:
+            return heads + queries @ parameters["skip"].mT
+        return heads
+
+    def _initial_parameters(self, prompt, noise_variance, random_state):
+        n_features = prompt.shape[1]
+        U = np.zeros((self.n_heads, n_features, n_features))
+        V = np.zeros((self.n_heads, n_features, n_features))
+        skip = np.eye(n_features)
+        if self.init == "random":
+            scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
+            size = (self.n_heads, n_features, n_features)
+            U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
+            V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
+        else:
+            means, noisy_covariance = self._fit_tied_mixture(prompt, random_state)
+            # xi^2 = 0 (clean "noisy" data) would divide by zero below
+            xi2 = max(
+                noise_variance, 1e-12 * float(np.mean(prompt**2)), np.finfo(float).tiny
+            )
+            if self.residual:
+                U[0], V[0], skip = in_context_construction(noisy_covariance, xi2)
+            elif self.n_heads >= 2 and self.n_components == 2:
+                gamma2 = max(np.trace(noisy_covariance) / n_features - xi2, 0.0)
+                U[:2], V[:2] = two_head_construction(means, gamma2, xi2)
+            else:
+                U[0], V[0] = single_head_construction(noisy_covariance)
+        parameters = {"U": U, "V": V}
+        if self.residual:
+            parameters["skip"] = skip
+        return parameters
+
+    def _fit_tied_mixture(self, prompt, random_state):
+        if prompt.shape[0] < self.n_components:
+            raise ValueError(
+                f"init='bayes' fits a {self.n_components}-component mixture, which "
+                f"needs at least {self.n_components} prompt points; "
+                f"got {prompt.shape[0]}."
+            )
+        mixture = GaussianMixture(
+            self.n_components,
+            covariance_type="tied",
+            tol=1e-8,
+            max_iter=1000,
+            random_state=random_state,
+        ).fit(prompt)
+        return mixture.means_, mixture.covariances_

@@ -1,0 +1,80 @@
+"""Minibatch Adam over training queries, shared by the attention estimators."""
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+
+def minibatch_adam(
+    loss_on: Callable[[torch.Tensor], torch.Tensor],
+    parameters: list[torch.Tensor],
+    n_queries: int,
+    *,
+    max_iter: int,
+    learning_rate: float,
+    batch_size: int,
+    random_state: np.random.RandomState,
+    device: torch.device,
+    verbose: int = 0,
+    name: str = "",
+) -> np.ndarray:
+    """Minimise ``loss_on(query_indices)`` with Adam on a cosine learning-rate decay.
+
+    Each iteration draws ``batch_size`` training queries, walking through a
+    fresh random permutation every epoch so that every query is used equally.
+    The decay to zero removes most of the minibatch noise from the final
+    parameters, which matters when the target is a risk within 1-2% of Bayes.
+
+    Parameters
+    ----------
+    loss_on : callable
+        Maps a 1-D int64 tensor of query indices to a scalar loss.
+    parameters : list of Tensor
+        Leaf tensors with ``requires_grad=True``, updated in place.
+    n_queries : int
+    max_iter : int
+    learning_rate : float
+    batch_size : int
+    random_state : RandomState
+        Seeds the permutations, so a fixed ``random_state`` gives identical runs.
+    device : torch.device
+    verbose : int, default=0
+        Print the loss about ten times during the run when positive, every
+        iteration when above 1.
+    name : str
+        Prefix of the progress lines.
+
+    Returns
+    -------
+    ndarray of shape (max_iter,)
+        The minibatch loss of every iteration.
+    """
+    optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    generator = torch.Generator().manual_seed(int(random_state.randint(2**31 - 1)))
+    batch_size = min(batch_size, n_queries)
+    order = torch.randperm(n_queries, generator=generator)
+    cursor = 0
+    # Losses stay on the device: no host round trip per iteration on a GPU.
+    losses = torch.empty(max_iter, device=device)
+    report_every = 1 if verbose > 1 else max(1, max_iter // 10)
+    for iteration in range(max_iter):
+        if cursor + batch_size > n_queries:
+            order, cursor = torch.randperm(n_queries, generator=generator), 0
+        batch = order[cursor : cursor + batch_size].to(device)
+        cursor += batch_size
+        for group in optimizer.param_groups:
+            group["lr"] = (
+                learning_rate * 0.5 * (1 + math.cos(math.pi * iteration / max_iter))
+            )
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_on(batch)
+        loss.backward()
+        optimizer.step()
+        losses[iteration] = loss.detach()
+        if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
+            print(
+                f"[{name}] iteration {iteration + 1}/{max_iter}  loss {loss.item():.6g}"
+            )
+    return losses.cpu().numpy().astype(np.float64)

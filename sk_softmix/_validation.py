@@ -1,0 +1,40 @@
+"""Input checks shared by the estimators (semantic checks that parameter
+constraints cannot express)."""
+
+from contextlib import contextmanager
+
+import numpy as np
+from sklearn.utils import check_array
+
+
+def check_clean_targets(y, X: np.ndarray) -> np.ndarray:
+    """Validate clean targets ``y`` paired with noisy observations ``X``.
+
+    A denoiser learns the map from noisy to clean points, so ``y`` must have
+    exactly the shape of ``X``; it is cast to ``X``'s dtype.
+    """
+    y = check_array(y, dtype=X.dtype, ensure_2d=False, input_name="y")
+    if y.shape != X.shape:
+        raise ValueError(
+            "y must hold the clean counterparts of X, with the same shape as X "
+            f"{X.shape}; got y of shape {y.shape}."
+        )
+    return y
+
+
+@contextmanager
+def unchanged_on_error(estimator):
+    """Restore the estimator's attributes if the block raises (or is interrupted).
+
+    ``fit`` validates and assigns fitted attributes as it goes, as scikit-learn
+    estimators do; this makes a failed or interrupted ``fit`` leave a
+    previously fitted estimator exactly as it was. Attributes are only ever
+    re-bound, never mutated in place, so a shallow snapshot suffices.
+    """
+    saved = dict(estimator.__dict__)
+    try:
+        yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(saved)
+        raise

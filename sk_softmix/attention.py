@@ -1,0 +1,436 @@
+"""Attention heads over a prompt of tokens (SPEC section 1).
+
+A prompt is a set of tokens ``z_1..z_L`` in ``R^p``. A head has an interaction
+matrix ``U`` (p x p) and a value matrix ``V`` (q x p). For a query ``z``::
+
+    softmax head   T(z) = sum_i softmax_i(z_i^T U z) V z_i
+    linear head    T(z) = (1/L) sum_i (z_i^T U z) V z_i
+
+There is no ``1/sqrt(p)`` temperature: ``U`` carries the scale. Keys and values
+are the prompt tokens themselves, as in the paper.
+
+Every function takes torch tensors and returns tensors of the queries' dtype on
+their device. Heads are stacked along a leading axis: ``U`` is ``(H, p, p)``
+and ``V`` is ``(H, q, p)``; the output is ``(H, n_queries, q)``.
+
+``exclude`` lets each query ignore one prompt token: the training set is the
+prompt, and a training query must not attend to its own copy. It holds, for
+each query, the index of the token to leave out, or ``-1``.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+# Above this many features the closed-form backward (which carries the
+# p x p attention-weighted covariance through the forward pass) costs more than
+# letting autograd store the attention weights.
+_CLOSED_FORM_MAX_FEATURES = 8
+
+# Default query chunk: about 2**24 score entries (64 MiB in float32) at a time.
+_DEFAULT_CHUNK_ENTRIES = 2**24
+
+METHODS = ("auto", "matmul", "sdpa", "reference")
+
+
+def softmax_attention(
+    queries: torch.Tensor,
+    prompt: torch.Tensor,
+    U: torch.Tensor,
+    V: torch.Tensor,
+    *,
+    exclude: torch.Tensor | None = None,
+    batch_size: int | None = None,
+    method: str = "auto",
+) -> torch.Tensor:
+    """Outputs of softmax-attention heads for each query.
+
+    Parameters
+    ----------
+    queries : Tensor of shape (n, p)
+        The query tokens ``z``.
+    prompt : Tensor of shape (L, p)
+        The prompt tokens ``z_i``: keys and values at once.
+    U : Tensor of shape (H, p, p) or (p, p)
+        Interaction (key-query) matrices, one per head.
+    V : Tensor of shape (H, q, p) or (q, p)
+        Value matrices, one per head.
+    exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query must not attend to, ``-1`` for none.
+    batch_size : int, default=None
+        Number of queries evaluated at once; memory holds ``H * batch_size * L``
+        scores. ``None`` picks about 2**24 scores per chunk.
+    method : {"auto", "matmul", "sdpa", "reference"}, default="auto"
+        ``"matmul"``: chunked in-place softmax (fastest on CPU);
+        ``"sdpa"``: :func:`torch.nn.functional.scaled_dot_product_attention`
+        (fused kernels on CUDA); ``"reference"``: the plain formula, one
+        chunk, for tests. ``"auto"`` uses ``"sdpa"`` on CUDA and ``"matmul"``
+        elsewhere. The result is differentiable with respect to ``queries``
+        and ``U``, ``V`` for every method.
+
+    Returns
+    -------
+    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D.
+
+    Notes
+    -----
+    Scores are shifted by their maximum before exponentiation, and computed in
+    float64 when their a-priori bound ``max ||U z|| max ||z_i||`` would
+    overflow the input dtype, so finite inputs never give NaN or inf.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import softmax_attention
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> out = softmax_attention(torch.zeros(1, 2), prompt, torch.eye(2), torch.eye(2))
+    >>> out  # a zero query weighs every token equally
+    tensor([[0.5000, 0.5000]])
+    """
+    single_head = U.dim() == 2
+    U, V = _as_heads(U, V, queries.shape[-1])
+    _check_prompt(queries, prompt, exclude)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    if method == "auto":
+        method = "sdpa" if queries.device.type == "cuda" else "matmul"
+    if method == "reference":
+        batch_size = queries.shape[0]
+    step = _chunk_size(batch_size, U.shape[0], prompt.shape[0])
+
+    outputs = []
+    for start in range(0, queries.shape[0], step):
+        chunk = queries[start : start + step]
+        chunk_exclude = None if exclude is None else exclude[start : start + step]
+        transformed = torch.einsum(
+            "hij,nj->hni", U, chunk
+        )  # (H, p, p), (n, p) -> (H, n, p)
+        mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
+        outputs.append(torch.einsum("hqp,hnp->hnq", V, mean))  # V_h applied per head
+    out = torch.cat(outputs, dim=1)
+    return out[0] if single_head else out
+
+
+def linear_attention(
+    queries: torch.Tensor,
+    prompt: torch.Tensor,
+    U: torch.Tensor,
+    V: torch.Tensor,
+    *,
+    exclude: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Outputs of linear-attention heads for each query.
+
+    ``T(z) = (1/L) sum_i (z_i^T U z) V z_i = V G U z / L`` with ``G`` the
+    prompt's Gram matrix ``sum_i z_i z_i^T``: linear in the query, so it costs
+    ``O((n + L) p^2)`` and needs no chunking.
+
+    Parameters
+    ----------
+    queries : Tensor of shape (n, p)
+    prompt : Tensor of shape (L, p)
+    U : Tensor of shape (H, p, p) or (p, p)
+    V : Tensor of shape (H, q, p) or (q, p)
+    exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query leaves out (``-1``: none); the
+        average then runs over the other ``L - 1`` tokens.
+
+    Returns
+    -------
+    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import linear_attention
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> linear_attention(torch.tensor([[2.0, 0.0]]), prompt, torch.eye(2), torch.eye(2))
+    tensor([[1., 0.]])
+    """
+    single_head = U.dim() == 2
+    U, V = _as_heads(U, V, queries.shape[-1])
+    _check_prompt(queries, prompt, exclude)
+    transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
+    # sum_i (z_i . U z) z_i = G (U z), with G the Gram matrix of the prompt
+    gram = prompt.mT @ prompt  # (p, L) @ (L, p) -> (p, p)
+    pooled = transformed @ gram  # (H, n, p); G is symmetric
+    count = prompt.shape[0]
+    if exclude is None:
+        mean = pooled / count
+    else:
+        left_out = exclude >= 0
+        own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p)
+        # drop the left-out token's term (z_j . U z) z_j from the sum
+        own_score = (transformed * own).sum(-1, keepdim=True)  # (H, n, 1)
+        mean = (pooled - own_score * own) / (
+            count - left_out.to(queries.dtype)
+        ).unsqueeze(-1)
+    out = torch.einsum("hqp,hnp->hnq", V, mean)
+    return out[0] if single_head else out
+
+
+def attention_mean(
+    transformed: torch.Tensor,
+    prompt: torch.Tensor,
+    exclude: torch.Tensor | None = None,
+    *,
+    method: str = "matmul",
+) -> torch.Tensor:
+    """Softmax-weighted average of the prompt tokens for pre-transformed queries.
+
+    Parameters
+    ----------
+    transformed : Tensor of shape (H, n, p)
+        ``U_h z`` for each head and query: the weights are
+        ``softmax_i(z_i . transformed)``.
+    prompt : Tensor of shape (L, p)
+    exclude : Tensor of shape (n,), dtype int64, default=None
+    method : {"matmul", "sdpa", "reference"}, default="matmul"
+
+    Returns
+    -------
+    Tensor of shape (H, n, p)
+        ``sum_i a_i z_i``, differentiable with respect to ``transformed``.
+
+    Notes
+    -----
+    The Jacobian of the average with respect to the transformed query is the
+    attention-weighted covariance of the prompt, ``Cov_a = sum_i a_i z_i z_i^T
+    - mean mean^T`` (SPEC section 4). For small ``p`` the ``"matmul"`` method
+    computes it in the forward pass and uses it as the backward, which costs
+    far less than storing the ``(H, n, L)`` weights for autograd.
+    """
+    needs_grad = torch.is_grad_enabled() and transformed.requires_grad
+    if method == "sdpa":
+        keys = prompt.expand(transformed.shape[0], *prompt.shape)
+        return F.scaled_dot_product_attention(
+            transformed,
+            keys,
+            keys,
+            attn_mask=_keep_mask(transformed, prompt, exclude),
+            scale=1.0,
+        )
+    if method == "reference":
+        scores = _scores(transformed, prompt, exclude)
+        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(
+            transformed.dtype
+        )
+    if not needs_grad:
+        with torch.no_grad():
+            return _weighted_moments(transformed, prompt, exclude, second=False)[0]
+    if prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
+        scores = _scores(transformed, prompt, exclude)
+        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(
+            transformed.dtype
+        )
+    return _ClosedFormMean.apply(transformed, prompt, exclude)
+
+
+def attention_covariance(
+    transformed: torch.Tensor,
+    prompt: torch.Tensor,
+    exclude: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention-weighted mean and covariance of the prompt for each query.
+
+    Parameters
+    ----------
+    transformed : Tensor of shape (H, n, p)
+    prompt : Tensor of shape (L, p)
+    exclude : Tensor of shape (n,), dtype int64, default=None
+
+    Returns
+    -------
+    mean : Tensor of shape (H, n, p)
+    covariance : Tensor of shape (H, n, p, p)
+        ``sum_i a_i (z_i - mean)(z_i - mean)^T``, the Jacobian of ``mean`` with
+        respect to ``transformed``.
+    """
+    with torch.no_grad():
+        return _weighted_moments(transformed, prompt, exclude, second=True)
+
+
+class _ClosedFormMean(torch.autograd.Function):
+    """Softmax-weighted mean whose backward is ``Cov_a @ grad``: no weights stored."""
+
+    @staticmethod
+    def forward(ctx, transformed, prompt, exclude):
+        mean, covariance = _weighted_moments(transformed, prompt, exclude, second=True)
+        ctx.save_for_backward(covariance)
+        return mean
+
+    @staticmethod
+    def backward(ctx, grad_mean):
+        (covariance,) = ctx.saved_tensors
+        # (H, n, p, p) @ (H, n, p, 1): the covariance is symmetric, so J^T g = J g
+        return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None
+
+
+def _weighted_moments(transformed, prompt, exclude, *, second):
+    """Softmax weights exponentiated in place, then one matmul for the moments."""
+    scores = _scores(transformed, prompt, exclude)  # (H, n, L)
+    scores -= scores.amax(dim=-1, keepdim=True)
+    weights = scores.exp_()  # unnormalised, in (0, 1]
+    total = weights.sum(dim=-1, keepdim=True)  # (H, n, 1), >= 1
+    # Moments about the prompt's centre: the covariance then does not suffer
+    # cancellation when the data sit far from the origin.
+    centre = prompt.mean(dim=0)
+    centred = (prompt - centre).to(weights.dtype)  # (L, p)
+    p = prompt.shape[-1]
+    if not second:
+        mean = (weights @ centred) / total  # (H, n, L) @ (L, p) -> (H, n, p)
+        return (mean.to(transformed.dtype) + centre), None
+    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(
+        -1, p * p
+    )  # (L, p*p)
+    moments = (
+        weights @ torch.cat([centred, products], dim=-1)
+    ) / total  # (H, n, p + p*p)
+    mean = moments[..., :p]
+    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(
+        -1
+    ) * mean.unsqueeze(-2)
+    return (mean.to(transformed.dtype) + centre), covariance.to(transformed.dtype)
+
+
+def _scores(transformed, prompt, exclude):
+    """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L)."""
+    bound = transformed.norm(dim=-1).amax() * prompt.norm(dim=-1).amax()
+    dtype = transformed.dtype
+    if bound > torch.finfo(dtype).max / 4:
+        dtype = torch.float64  # overflow-prone magnitudes: score in double precision
+    scores = (
+        transformed.to(dtype) @ prompt.to(dtype).mT
+    )  # (H, n, p) @ (p, L) -> (H, n, L)
+    if exclude is not None:
+        rows = torch.nonzero(exclude >= 0).squeeze(-1)
+        scores[:, rows, exclude[rows]] = -math.inf
+    return scores
+
+
+def _keep_mask(transformed, prompt, exclude):
+    if exclude is None:
+        return None
+    keep = torch.ones(
+        transformed.shape[1], prompt.shape[0], dtype=torch.bool, device=prompt.device
+    )
+    rows = torch.nonzero(exclude >= 0).squeeze(-1)
+    keep[rows, exclude[rows]] = False
+    return keep
+
+
+def _as_heads(U, V, n_features):
+    if U.dim() == 2:
+        U = U.unsqueeze(0)
+    if V.dim() == 2:
+        V = V.unsqueeze(0)
+    if U.dim() != 3 or U.shape[1:] != (n_features, n_features):
+        raise ValueError(
+            f"U must have shape (H, {n_features}, {n_features}) or "
+            f"({n_features}, {n_features}); got {tuple(U.shape)}."
+        )
+    if V.dim() != 3 or V.shape[0] != U.shape[0] or V.shape[2] != n_features:
+        raise ValueError(
+            f"V must have shape ({U.shape[0]}, q, {n_features}); got {tuple(V.shape)}."
+        )
+    return U, V
+
+
+def _check_prompt(queries, prompt, exclude):
+    if queries.dim() != 2 or prompt.dim() != 2 or prompt.shape[1] != queries.shape[1]:
+        raise ValueError(
+            "queries and prompt must have shapes (n, p) and (L, p); got "
+            f"{tuple(queries.shape)} and {tuple(prompt.shape)}."
+        )
+    if prompt.shape[0] == 0:
+        raise ValueError("The prompt must hold at least one token.")
+    if exclude is not None:
+        if exclude.shape != (queries.shape[0],):
+            raise ValueError(
+                f"exclude must have shape ({queries.shape[0]},); "
+                f"got {tuple(exclude.shape)}."
+            )
+        if prompt.shape[0] < 2 and bool((exclude >= 0).any()):
+            raise ValueError("A query cannot leave out the only token of its prompt.")
+
+
+def _chunk_size(batch_size, n_heads, prompt_length):
+    if batch_size is not None:
+        return max(1, int(batch_size))
+    return max(1, _DEFAULT_CHUNK_ENTRIES // (n_heads * prompt_length))
+
+
+def stacked_linear_attention(
+    queries: torch.Tensor,
+    prompt: torch.Tensor,
+    U: torch.Tensor,
+    V: torch.Tensor,
+    *,
+    residual: bool = True,
+    exclude: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Output of a stack of linear-attention layers for each query.
+
+    Every layer updates the prompt tokens and the query alike: token ``h``
+    becomes ``h + sum_heads T_lin(h)`` (``residual=True``) or
+    ``sum_heads T_lin(h)``, each prompt token attending over the whole current
+    prompt, the query over the prompt only. A linear layer multiplies every
+    token by the same matrix ``M = [I +] sum_h V_h Sigma U_h``, with ``Sigma``
+    the prompt's second-moment matrix, so the stack only needs to carry
+    ``Sigma -> M Sigma M^T`` from layer to layer: ``O(layers p^3)`` work,
+    whatever the prompt length. The result is linear in the query.
+
+    Parameters
+    ----------
+    queries : Tensor of shape (n, p)
+    prompt : Tensor of shape (L, p)
+    U : Tensor of shape (n_layers, H, p, p)
+    V : Tensor of shape (n_layers, H, p, p)
+    residual : bool, default=True
+    exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query leaves out of its prompt (``-1``:
+        none); such a query gets its own ``Sigma``, so the work is then
+        ``O(n layers p^3)``.
+
+    Returns
+    -------
+    Tensor of shape (n, p)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import stacked_linear_attention
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> U = torch.eye(2).expand(2, 1, 2, 2)  # two layers, one head each
+    >>> stacked_linear_attention(torch.tensor([[2.0, 0.0]]), prompt, U, U)
+    tensor([[6.3750, 0.0000]])
+    """
+    _check_prompt(queries, prompt, exclude)
+    p = queries.shape[-1]
+    if U.dim() != 4 or U.shape[-2:] != (p, p) or V.shape != U.shape:
+        raise ValueError(
+            f"U and V must both have shape (n_layers, H, {p}, {p}); got "
+            f"{tuple(U.shape)} and {tuple(V.shape)}."
+        )
+    count = prompt.shape[0]
+    second_moment = (prompt.mT @ prompt / count).unsqueeze(0)  # (1, p, p)
+    if exclude is not None:
+        left_out = (exclude >= 0).to(prompt.dtype)
+        own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p)
+        own_outer = own.unsqueeze(-1) * own.unsqueeze(-2)  # (n, p, p)
+        second_moment = (second_moment * count - own_outer) / (count - left_out).view(
+            -1, 1, 1
+        )
+    identity = torch.eye(p, dtype=queries.dtype, device=queries.device)
+    hidden = queries
+    for U_layer, V_layer in zip(U, V, strict=True):
+        # (H, p, p) @ (m, 1, p, p) @ (H, p, p), summed over heads -> (m, p, p)
+        layer_map = (V_layer @ second_moment.unsqueeze(1) @ U_layer).sum(dim=1)
+        if residual:
+            layer_map = identity + layer_map
+        hidden = (layer_map @ hidden.unsqueeze(-1)).squeeze(
+            -1
+        )  # (m or 1, p, p) @ (n, p, 1)
+        second_moment = layer_map @ second_moment @ layer_map.mT
+    return hidden

@@ -1,0 +1,137 @@
+"""Large-prompt limit (SPEC section 2) and the exact constructions (SPEC section 4)."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+
+from sk_softmix._mixture import posterior_mean
+from sk_softmix.attention import softmax_attention
+from sk_softmix.constructions import (
+    in_context_construction,
+    single_head_construction,
+    two_head_construction,
+)
+from sk_softmix.datasets import make_gaussian_mixture
+from sk_softmix.population import population_softmax_attention
+
+
+def shared_covariance_identity(queries, means, weights, covariance, U, V):
+    """SPEC 2 with a shared covariance: V Gamma U z + V sum_k alpha_k m_k."""
+    gate = softmax(np.log(weights) + queries @ U.T @ means.T, axis=1)  # (n, K)
+    return (queries @ U.T @ covariance.T + gate @ means) @ V.T
+
+
+def test_population_formula_reduces_to_shared_covariance_form():
+    rng = np.random.default_rng(0)
+    means = rng.normal(size=(3, 4)) * 2
+    weights = np.array([0.2, 0.5, 0.3])
+    root = rng.normal(size=(4, 4))
+    covariance = root @ root.T / 4
+    U, V = rng.normal(size=(4, 4)) / 3, rng.normal(size=(2, 4))
+    queries = rng.normal(size=(50, 4)) * 3
+    general = population_softmax_attention(
+        queries, means, weights, np.stack([covariance] * 3), U, V
+    )
+    expected = shared_covariance_identity(queries, means, weights, covariance, U, V)
+    np.testing.assert_allclose(general, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_large_prompt_matches_population_within_monte_carlo_error():
+    rng = np.random.default_rng(1)
+    means = np.array([[2.0, 0.0, 1.0], [-1.0, 2.0, 0.0]])
+    weights = np.array([0.4, 0.6])
+    covariance = np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.1], [0.0, 0.1, 0.5]])
+    prompt, _, _ = make_gaussian_mixture(
+        60_000,
+        means,
+        weights,
+        covariance=covariance,
+        noise_variance=0.0,
+        random_state=2,
+    )
+    U = rng.normal(size=(3, 3)) * 0.3  # "arbitrary small": the gate stays soft
+    V = rng.normal(size=(2, 3))
+    queries = rng.normal(size=(20, 3)) * 1.5
+
+    finite = softmax_attention(
+        torch.tensor(queries), torch.tensor(prompt), torch.tensor(U), torch.tensor(V)
+    ).numpy()
+    limit = shared_covariance_identity(queries, means, weights, covariance, U, V)
+
+    # Monte Carlo error of the self-normalised average sum_i a_i V z_i: by the
+    # delta method its variance is sum_i a_i^2 (V (z_i - mean))^2 per coordinate.
+    scores = queries @ U.T @ prompt.T  # (n, L)
+    a = softmax(scores, axis=1)
+    centred = (prompt @ V.T)[None, :, :] - finite[:, None, :]  # (n, L, q)
+    standard_error = np.sqrt(np.einsum("nl,nlq->nq", a**2, centred**2))
+    # 40 comparisons: 5 standard errors is a two-sided 6e-7 tail each
+    assert np.all(np.abs(finite - limit) < 5 * standard_error)
+    # and the error is genuinely small, not hidden by a loose bound
+    assert np.max(standard_error) < 0.05 * np.max(np.abs(limit))
+
+
+FIGURE_2_MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
+
+
+def bayes(queries, means, weights, gamma2, xi2):
+    p = means.shape[1]
+    signal = np.stack([gamma2 * np.eye(p)] * len(means))
+    return posterior_mean(queries, means, weights, signal + xi2 * np.eye(p), signal)
+
+
+@pytest.mark.parametrize(
+    "means",
+    [
+        FIGURE_2_MEANS,
+        np.array([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0]]),  # complement of span(m1, m2)
+        np.array([[2.0, 1.0, -1.0], [-2.0, -1.0, 1.0]]),  # opposite means
+    ],
+)
+@pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (2.0, 0.5)])
+def test_two_heads_equal_bayes_on_the_population(means, gamma2, xi2):
+    weights = np.array([0.3, 0.7])  # "any weights"
+    p = means.shape[1]
+    noisy = np.stack([(gamma2 + xi2) * np.eye(p)] * 2)
+    queries = np.random.default_rng(3).normal(size=(200, p)) * 4
+    U, V = two_head_construction(means, gamma2, xi2)
+    heads = sum(
+        population_softmax_attention(queries, means, weights, noisy, U[h], V[h])
+        for h in range(2)
+    )
+    np.testing.assert_allclose(
+        heads, bayes(queries, means, weights, gamma2, xi2), atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (3.0, 0.5)])
+def test_in_context_construction_is_task_independent(gamma2, xi2):
+    """Prop 4.4: one residual head and a skip, fixed, are Bayes for every task."""
+    rng = np.random.default_rng(4)
+    p = 3
+    U, V, skip = in_context_construction((gamma2 + xi2) * np.eye(p), xi2)
+    for _ in range(5):
+        directions = rng.normal(size=(2, p))
+        means = 3 * directions / np.linalg.norm(directions, axis=1, keepdims=True)
+        weights = rng.dirichlet([1.0, 1.0])
+        noisy = np.stack([(gamma2 + xi2) * np.eye(p)] * 2)
+        queries = rng.normal(size=(100, p)) * 4
+        denoised = queries @ skip.T + population_softmax_attention(
+            queries, means, weights, noisy, U, V
+        )
+        np.testing.assert_allclose(
+            denoised, bayes(queries, means, weights, gamma2, xi2), atol=1e-12
+        )
+
+
+@pytest.mark.parametrize("gamma2, xi2, exact", [(2.0, 2.0, True), (1.0, 4.0, False)])
+def test_one_head_is_bayes_only_when_signal_and_noise_variances_agree(
+    gamma2, xi2, exact
+):
+    weights = np.array([0.5, 0.5])
+    noisy = np.stack([(gamma2 + xi2) * np.eye(2)] * 2)
+    queries = np.random.default_rng(5).normal(size=(200, 2)) * 4
+    U, V = single_head_construction((gamma2 + xi2) * np.eye(2))
+    head = population_softmax_attention(queries, FIGURE_2_MEANS, weights, noisy, U, V)
+    error = np.max(np.abs(head - bayes(queries, FIGURE_2_MEANS, weights, gamma2, xi2)))
+    assert (error < 1e-12) == exact
