@@ -34,9 +34,7 @@ class _PosteriorMeanMixin:
         # The algebra runs in float64 whatever X's dtype; only the result is
         # cast back, so float32 input loses nothing but the final rounding.
         means, weights, noisy, signal = self._posterior_parameters()
-        return posterior_mean(X, means, weights, noisy, signal).astype(
-            X.dtype, copy=False
-        )
+        return posterior_mean(X, means, weights, noisy, signal).astype(X.dtype, copy=False)
 
     def transform(self, X):
         """Denoise ``X``: the posterior mean ``E[X_clean | Z = x]`` of each row.
@@ -101,9 +99,7 @@ class _PosteriorMeanMixin:
         return tags
 
 
-class BayesDenoiser(
-    _PosteriorMeanMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator
-):
+class BayesDenoiser(_PosteriorMeanMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Exact Bayes denoiser ``E[X | Z]`` for a known Gaussian mixture.
 
     The clean signal is ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and the
@@ -218,9 +214,7 @@ class BayesDenoiser(
         self : object
             The fitted denoiser.
         """
-        means, weights, covariances = check_mixture(
-            self.means, self.weights, self.covariance
-        )
+        means, weights, covariances = check_mixture(self.means, self.weights, self.covariance)
         # validate_data records n_features_in_ before the dimension check can
         # fail; the context restores a previous fit if anything below raises.
         with unchanged_on_error(self):

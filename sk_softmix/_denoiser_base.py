@@ -222,17 +222,14 @@ class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimato
         scale2 = scale2 if scale2 > 0 else 1.0
         scale = np.sqrt(scale2)
         rescale = {
-            name: scale2 if name in self._inverse_square_scaled else 1.0
-            for name in parameters
+            name: scale2 if name in self._inverse_square_scaled else 1.0 for name in parameters
         }
         queries = as_tensor(X / scale, device, torch.float32)
         targets = as_tensor(y / scale, device, torch.float32)
         prompt = queries[as_tensor(prompt_indices, device)]
         exclude = as_tensor(self._positions_in(prompt_indices, X.shape[0]), device)
         trained = {
-            name: as_tensor(
-                value * rescale[name], device, torch.float32
-            ).requires_grad_(True)
+            name: as_tensor(value * rescale[name], device, torch.float32).requires_grad_(True)
             for name, value in parameters.items()
         }
 
@@ -275,11 +272,7 @@ class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimato
             for start in range(0, X.shape[0], self.batch_size):
                 stop = start + self.batch_size
                 chunk_exclude = None if exclude is None else exclude[start:stop]
-                chunks.append(
-                    self._forward(
-                        parameters, queries[start:stop], prompt, chunk_exclude
-                    )
-                )
+                chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))
         return torch.cat(chunks).cpu().numpy()
 
     def _prompt_positions(self, n_samples):

@@ -127,9 +127,7 @@ class GaussianMixtureDenoiser(
         "reg_covar": [Interval(Real, 0.0, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "init_params": [
-            StrOptions({"kmeans", "k-means++", "random", "random_from_data"})
-        ],
+        "init_params": [StrOptions({"kmeans", "k-means++", "random", "random_from_data"})],
         "random_state": ["random_state"],
     }
 
@@ -255,6 +253,5 @@ def expand_covariances(
         # (K,) -> (K, p, p): one variance per component
         return covariances[:, None, None] * identity
     raise ValueError(
-        "covariance_type must be 'full', 'tied', 'diag' or 'spherical'; "
-        f"got {covariance_type!r}."
+        f"covariance_type must be 'full', 'tied', 'diag' or 'spherical'; got {covariance_type!r}."
     )

@@ -30,9 +30,7 @@ def _as_float_array(value, name: str) -> np.ndarray:
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{name} must be an array of real numbers; got {value!r}."
-        ) from exc
+        raise ValueError(f"{name} must be an array of real numbers; got {value!r}.") from exc
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must contain only finite values (no NaN or inf).")
     return array
@@ -64,9 +62,7 @@ def _check_covariance_matrices(covariances: np.ndarray, name: str) -> np.ndarray
     return symmetric
 
 
-def check_mixture(
-    means, weights=None, covariance=1.0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_mixture(means, weights=None, covariance=1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate a Gaussian mixture and bring it to one canonical form.
 
     Parameters
@@ -123,12 +119,9 @@ def check_mixture(
     if covariance.ndim == 0:
         if covariance < 0:
             raise ValueError(
-                f"A scalar covariance (gamma^2) must be non-negative; got "
-                f"{float(covariance)!r}."
+                f"A scalar covariance (gamma^2) must be non-negative; got {float(covariance)!r}."
             )
-        covariances = np.broadcast_to(
-            float(covariance) * np.eye(n_features), full_shape
-        ).copy()
+        covariances = np.broadcast_to(float(covariance) * np.eye(n_features), full_shape).copy()
     elif covariance.ndim == 2 and covariance.shape == full_shape[1:]:
         covariances = np.broadcast_to(covariance, full_shape).copy()
     elif covariance.ndim == 3 and covariance.shape == full_shape:
@@ -148,23 +141,15 @@ def check_noise_variance(noise_variance, *, allow_zero: bool = False) -> float:
 
     Positive and finite; zero is accepted only with ``allow_zero=True``.
     """
-    if isinstance(noise_variance, bool) or not isinstance(
-        noise_variance, Real | np.ndarray
-    ):
-        raise ValueError(
-            f"noise_variance (xi^2) must be a real number; got {noise_variance!r}."
-        )
+    if isinstance(noise_variance, bool) or not isinstance(noise_variance, Real | np.ndarray):
+        raise ValueError(f"noise_variance (xi^2) must be a real number; got {noise_variance!r}.")
     value = np.asarray(noise_variance, dtype=np.float64)
     if value.ndim != 0:
-        raise ValueError(
-            f"noise_variance (xi^2) must be a scalar; got shape {value.shape}."
-        )
+        raise ValueError(f"noise_variance (xi^2) must be a scalar; got shape {value.shape}.")
     value = float(value)
     if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = "non-negative" if allow_zero else "positive"
-        raise ValueError(
-            f"noise_variance (xi^2) must be finite and {bound}; got {value!r}."
-        )
+        raise ValueError(f"noise_variance (xi^2) must be finite and {bound}; got {value!r}.")
     return value
 
 
@@ -236,24 +221,19 @@ def _check_posterior_inputs(Z, means, weights, noisy_covariances, signal_covaria
     noisy_covariances = np.asarray(noisy_covariances, dtype=np.float64)
     if means.ndim != 2:
         raise ValueError(
-            "means must have shape (n_components, n_features); "
-            f"got shape {means.shape}."
+            f"means must have shape (n_components, n_features); got shape {means.shape}."
         )
     n_components, n_features = means.shape
     if Z.ndim != 2 or Z.shape[1] != n_features:
         raise ValueError(
-            f"Z must have shape (n_samples, {n_features}) to match means; "
-            f"got shape {Z.shape}."
+            f"Z must have shape (n_samples, {n_features}) to match means; got shape {Z.shape}."
         )
     expected = (n_components, n_features, n_features)
     if weights.shape != (n_components,):
-        raise ValueError(
-            f"weights must have shape ({n_components},); got shape {weights.shape}."
-        )
+        raise ValueError(f"weights must have shape ({n_components},); got shape {weights.shape}.")
     if noisy_covariances.shape != expected:
         raise ValueError(
-            f"noisy_covariances must have shape {expected}; "
-            f"got shape {noisy_covariances.shape}."
+            f"noisy_covariances must have shape {expected}; got shape {noisy_covariances.shape}."
         )
     if signal_covariances is not None:
         signal_covariances = np.asarray(signal_covariances, dtype=np.float64)
@@ -291,9 +271,7 @@ def _posterior_weights(
     logits = log_weights - 0.5 * log_dets - 0.5 * squared  # (n, K)
     overflowed = ~np.isfinite(squared).all(axis=1)
     if np.any(overflowed):
-        logits[overflowed] = _limit_logits(
-            Z[overflowed], means, log_weights, log_dets, choleskys
-        )
+        logits[overflowed] = _limit_logits(Z[overflowed], means, log_weights, log_dets, choleskys)
     return softmax(logits, axis=1)
 
 
@@ -348,9 +326,7 @@ def posterior_weights(Z, means, weights, noisy_covariances) -> np.ndarray:
     return _posterior_weights(Z, means, weights, _noisy_choleskys(noisy_covariances))
 
 
-def _transposed_gains(
-    choleskys: np.ndarray, signal_covariances: np.ndarray
-) -> np.ndarray:
+def _transposed_gains(choleskys: np.ndarray, signal_covariances: np.ndarray) -> np.ndarray:
     """(Gamma_k S_k^{-1})^T = S_k^{-1} Gamma_k, shape (K, p, p), C-contiguous.
 
     Row-vector queries use the transpose: (Gamma S^{-1} (z - m))^T =
@@ -358,9 +334,7 @@ def _transposed_gains(
     with a transposed view of the right operand takes a path about 10x slower.
     """
     gains = np.empty_like(signal_covariances)
-    for k, (factor, signal) in enumerate(
-        zip(choleskys, signal_covariances, strict=True)
-    ):
+    for k, (factor, signal) in enumerate(zip(choleskys, signal_covariances, strict=True)):
         gains[k] = linalg.cho_solve((factor, True), signal, check_finite=False)
     return gains
 
@@ -380,15 +354,11 @@ def _blockwise_moments(Z, means, weights, noisy_covariances, signal_covariances)
         block = Z[rows]
         beta = _posterior_weights(block, means, weights, choleskys)
         # (n_block, p) @ (p, p) -> (n_block, p), for each of the K components
-        experts = np.stack(
-            [m + (block - m) @ g for m, g in zip(means, gains_t, strict=True)]
-        )
+        experts = np.stack([m + (block - m) @ g for m, g in zip(means, gains_t, strict=True)])
         yield rows, beta, experts
 
 
-def posterior_mean(
-    Z, means, weights, noisy_covariances, signal_covariances
-) -> np.ndarray:
+def posterior_mean(Z, means, weights, noisy_covariances, signal_covariances) -> np.ndarray:
     """Posterior mean ``E[X | Z = z]`` under a Gaussian mixture prior.
 
     ``E[X|Z=z] = sum_k beta_k(z) (m_k + Gamma_k S_k^{-1} (z - m_k))`` with

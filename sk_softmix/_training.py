@@ -65,16 +65,12 @@ def minibatch_adam(
         batch = order[cursor : cursor + batch_size].to(device)
         cursor += batch_size
         for group in optimizer.param_groups:
-            group["lr"] = (
-                learning_rate * 0.5 * (1 + math.cos(math.pi * iteration / max_iter))
-            )
+            group["lr"] = learning_rate * 0.5 * (1 + math.cos(math.pi * iteration / max_iter))
         optimizer.zero_grad(set_to_none=True)
         loss = loss_on(batch)
         loss.backward()
         optimizer.step()
         losses[iteration] = loss.detach()
         if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
-            print(
-                f"[{name}] iteration {iteration + 1}/{max_iter}  loss {loss.item():.6g}"
-            )
+            print(f"[{name}] iteration {iteration + 1}/{max_iter}  loss {loss.item():.6g}")
     return losses.cpu().numpy().astype(np.float64)

@@ -103,9 +103,7 @@ def softmax_attention(
     for start in range(0, queries.shape[0], step):
         chunk = queries[start : start + step]
         chunk_exclude = None if exclude is None else exclude[start : start + step]
-        transformed = torch.einsum(
-            "hij,nj->hni", U, chunk
-        )  # (H, p, p), (n, p) -> (H, n, p)
+        transformed = torch.einsum("hij,nj->hni", U, chunk)  # (H, p, p), (n, p) -> (H, n, p)
         mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
         outputs.append(torch.einsum("hqp,hnp->hnq", V, mean))  # V_h applied per head
     out = torch.cat(outputs, dim=1)
@@ -163,9 +161,7 @@ def linear_attention(
         own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p)
         # drop the left-out token's term (z_j . U z) z_j from the sum
         own_score = (transformed * own).sum(-1, keepdim=True)  # (H, n, 1)
-        mean = (pooled - own_score * own) / (
-            count - left_out.to(queries.dtype)
-        ).unsqueeze(-1)
+        mean = (pooled - own_score * own) / (count - left_out.to(queries.dtype)).unsqueeze(-1)
     out = torch.einsum("hqp,hnp->hnq", V, mean)
     return out[0] if single_head else out
 
@@ -213,17 +209,13 @@ def attention_mean(
         )
     if method == "reference":
         scores = _scores(transformed, prompt, exclude)
-        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(
-            transformed.dtype
-        )
+        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
     if not needs_grad:
         with torch.no_grad():
             return _weighted_moments(transformed, prompt, exclude, second=False)[0]
     if prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
         scores = _scores(transformed, prompt, exclude)
-        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(
-            transformed.dtype
-        )
+        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
     return _ClosedFormMean.apply(transformed, prompt, exclude)
 
 
@@ -273,24 +265,18 @@ def _weighted_moments(transformed, prompt, exclude, *, second):
     scores -= scores.amax(dim=-1, keepdim=True)
     weights = scores.exp_()  # unnormalised, in (0, 1]
     total = weights.sum(dim=-1, keepdim=True)  # (H, n, 1), >= 1
+    if not second:
+        mean = (weights @ prompt.to(weights.dtype)) / total  # (H, n, L) @ (L, p) -> (H, n, p)
+        return mean.to(transformed.dtype), None
     # Moments about the prompt's centre: the covariance then does not suffer
     # cancellation when the data sit far from the origin.
     centre = prompt.mean(dim=0)
     centred = (prompt - centre).to(weights.dtype)  # (L, p)
     p = prompt.shape[-1]
-    if not second:
-        mean = (weights @ centred) / total  # (H, n, L) @ (L, p) -> (H, n, p)
-        return (mean.to(transformed.dtype) + centre), None
-    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(
-        -1, p * p
-    )  # (L, p*p)
-    moments = (
-        weights @ torch.cat([centred, products], dim=-1)
-    ) / total  # (H, n, p + p*p)
+    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)  # (L, p*p)
+    moments = (weights @ torch.cat([centred, products], dim=-1)) / total  # (H, n, p + p*p)
     mean = moments[..., :p]
-    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(
-        -1
-    ) * mean.unsqueeze(-2)
+    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
     return (mean.to(transformed.dtype) + centre), covariance.to(transformed.dtype)
 
 
@@ -300,9 +286,7 @@ def _scores(transformed, prompt, exclude):
     dtype = transformed.dtype
     if bound > torch.finfo(dtype).max / 4:
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
-    scores = (
-        transformed.to(dtype) @ prompt.to(dtype).mT
-    )  # (H, n, p) @ (p, L) -> (H, n, L)
+    scores = transformed.to(dtype) @ prompt.to(dtype).mT  # (H, n, p) @ (p, L) -> (H, n, L)
     if exclude is not None:
         rows = torch.nonzero(exclude >= 0).squeeze(-1)
         scores[:, rows, exclude[rows]] = -math.inf
@@ -312,9 +296,7 @@ def _scores(transformed, prompt, exclude):
 def _keep_mask(transformed, prompt, exclude):
     if exclude is None:
         return None
-    keep = torch.ones(
-        transformed.shape[1], prompt.shape[0], dtype=torch.bool, device=prompt.device
-    )
+    keep = torch.ones(transformed.shape[1], prompt.shape[0], dtype=torch.bool, device=prompt.device)
     rows = torch.nonzero(exclude >= 0).squeeze(-1)
     keep[rows, exclude[rows]] = False
     return keep
@@ -348,8 +330,7 @@ def _check_prompt(queries, prompt, exclude):
     if exclude is not None:
         if exclude.shape != (queries.shape[0],):
             raise ValueError(
-                f"exclude must have shape ({queries.shape[0]},); "
-                f"got {tuple(exclude.shape)}."
+                f"exclude must have shape ({queries.shape[0]},); got {tuple(exclude.shape)}."
             )
         if prompt.shape[0] < 2 and bool((exclude >= 0).any()):
             raise ValueError("A query cannot leave out the only token of its prompt.")
@@ -419,9 +400,7 @@ def stacked_linear_attention(
         left_out = (exclude >= 0).to(prompt.dtype)
         own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p)
         own_outer = own.unsqueeze(-1) * own.unsqueeze(-2)  # (n, p, p)
-        second_moment = (second_moment * count - own_outer) / (count - left_out).view(
-            -1, 1, 1
-        )
+        second_moment = (second_moment * count - own_outer) / (count - left_out).view(-1, 1, 1)
     identity = torch.eye(p, dtype=queries.dtype, device=queries.device)
     hidden = queries
     for U_layer, V_layer in zip(U, V, strict=True):
@@ -429,8 +408,61 @@ def stacked_linear_attention(
         layer_map = (V_layer @ second_moment.unsqueeze(1) @ U_layer).sum(dim=1)
         if residual:
             layer_map = identity + layer_map
-        hidden = (layer_map @ hidden.unsqueeze(-1)).squeeze(
-            -1
-        )  # (m or 1, p, p) @ (n, p, 1)
+        hidden = (layer_map @ hidden.unsqueeze(-1)).squeeze(-1)  # (m or 1, p, p) @ (n, p, 1)
         second_moment = layer_map @ second_moment @ layer_map.mT
     return hidden
+
+
+def combine_heads(
+    heads: torch.Tensor,
+    queries: torch.Tensor,
+    *,
+    residual: bool = False,
+    output_map: torch.Tensor | None = None,
+    skip: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Combine per-head outputs into one prediction per query.
+
+    ``residual`` turns every head into ``z + T_h(z)``; ``output_map`` ``W`` then
+    mixes the concatenated head outputs (``None``: they are summed); ``skip``
+    ``A`` adds ``A z``. Residual heads under an output map
+    ``W = (W_1, ..., W_H)`` equal ``(sum_h W_h) z + sum_h W_h T_h(z)``, which is
+    why the denoisers store a skip map and value matrices instead.
+
+    Parameters
+    ----------
+    heads : Tensor of shape (H, n, q)
+        Head outputs ``T_h(z)``, as returned by :func:`softmax_attention`.
+    queries : Tensor of shape (n, p)
+    residual : bool, default=False
+        Needs ``q == p``.
+    output_map : Tensor of shape (r, H * q), default=None
+    skip : Tensor of shape (r, p), default=None
+
+    Returns
+    -------
+    Tensor of shape (n, r)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import combine_heads
+    >>> heads = torch.ones(2, 1, 2)  # two heads, one query, outputs (1, 1)
+    >>> combine_heads(heads, torch.tensor([[1.0, -1.0]]), residual=True)
+    tensor([[4., 0.]])
+    """
+    n_heads, n_queries, width = heads.shape
+    if residual:
+        if width != queries.shape[-1]:
+            raise ValueError(
+                f"residual heads need outputs of the query's size {queries.shape[-1]}; got {width}."
+            )
+        heads = heads + queries
+    if output_map is None:
+        out = heads.sum(dim=0)
+    else:
+        stacked = heads.permute(1, 0, 2).reshape(n_queries, n_heads * width)  # (n, H*q)
+        out = stacked @ output_map.mT
+    if skip is not None:
+        out = out + queries @ skip.mT
+    return out

@@ -135,9 +135,7 @@ def two_head_construction(
     if cosine < -1 + 1e-9 or p == 1:
         return _opposite_means_construction((m1 - m2) / 2, gamma2, xi2)
     if cosine > 1 - 1e-9:
-        raise ValueError(
-            "two_head_construction needs two distinct, non-parallel means."
-        )
+        raise ValueError("two_head_construction needs two distinct, non-parallel means.")
     delta = m1 - m2
     identity = np.eye(p)
 
@@ -147,9 +145,7 @@ def two_head_construction(
         ) / (anchor @ delta)
 
     basis = np.stack([m1, m2], axis=1)  # (p, 2)
-    coordinates = np.linalg.pinv(
-        basis
-    )  # (2, p): m_1 -> e_1, m_2 -> e_2, 0 off the span
+    coordinates = np.linalg.pinv(basis)  # (2, p): m_1 -> e_1, m_2 -> e_2, 0 off the span
     complement = identity - basis @ coordinates
     values = [
         xi2 / s * np.outer(mean, coordinates[k]) + xi2 / (2 * s) * complement
@@ -167,9 +163,7 @@ def _opposite_means_construction(mean, gamma2, xi2):
         U = np.full((2, 1, 1), 1 / s)
         V = np.full((2, 1, 1), xi2 / (2 * s))
         if not np.isclose(gamma2, xi2):
-            raise ValueError(
-                "In one dimension two plain heads are exact only when gamma^2 = xi^2."
-            )
+            raise ValueError("In one dimension two plain heads are exact only when gamma^2 = xi^2.")
         return U, V
     # any unit vector orthogonal to e
     n = np.linalg.svd(e[None, :])[2][1]

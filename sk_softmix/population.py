@@ -56,9 +56,7 @@ def population_softmax_attention(
     array([[1., 2.]])
     """
     transformed = queries @ U.T  # (n, p): U z
-    spread = np.einsum(
-        "kij,nj->nki", covariances, transformed
-    )  # (n, K, p): Gamma_k U z
+    spread = np.einsum("kij,nj->nki", covariances, transformed)  # (n, K, p): Gamma_k U z
     logits = (
         np.log(np.clip(weights, np.finfo(float).tiny, None))
         + transformed @ means.T  # (n, K): m_k^T U z

@@ -212,9 +212,7 @@ def bayes_risk(
     xi2 = check_noise_variance(noise_variance)
     n_features = means.shape[1]
     if method not in ("auto", "quadrature", "monte_carlo"):
-        raise ValueError(
-            f"method must be 'auto', 'quadrature' or 'monte_carlo'; got {method!r}."
-        )
+        raise ValueError(f"method must be 'auto', 'quadrature' or 'monte_carlo'; got {method!r}.")
     if method == "auto":
         method = "quadrature" if n_features <= _MAX_QUADRATURE_DIM else "monte_carlo"
     noisy_covariances = covariances + xi2 * np.eye(n_features)
@@ -245,9 +243,7 @@ def bayes_risk(
             )
         else:
             schedule = (int(n_nodes),)
-        between = _adaptive_quadrature(
-            spread, means, weights, roots, schedule, within, n_features
-        )
+        between = _adaptive_quadrature(spread, means, weights, roots, schedule, within, n_features)
     else:
         if (
             isinstance(n_samples, bool)
@@ -255,9 +251,7 @@ def bayes_risk(
             or n_samples < 1
         ):
             raise ValueError(f"n_samples must be an integer >= 1; got {n_samples!r}.")
-        between = _monte_carlo(
-            spread, means, weights, roots, int(n_samples), random_state
-        )
+        between = _monte_carlo(spread, means, weights, roots, int(n_samples), random_state)
     return float((within + between) / n_features)
 
 
@@ -271,9 +265,7 @@ def _linear_risk(second_moment: np.ndarray, xi2: float) -> float:
     return float(np.mean(eigenvalues * xi2 / (eigenvalues + xi2)))
 
 
-def best_linear_risk(
-    means, weights=None, covariance=1.0, noise_variance: float = 1.0
-) -> float:
+def best_linear_risk(means, weights=None, covariance=1.0, noise_variance: float = 1.0) -> float:
     """Per-entry risk of the best linear denoiser ``z -> M z`` (no intercept).
 
     Parameters
@@ -316,15 +308,11 @@ def best_linear_risk(
     means, weights, covariances = check_mixture(means, weights, covariance)
     xi2 = check_noise_variance(noise_variance)
     # sum_k pi_k (Gamma_k + m_k m_k^T): (K,) . (K, p, p) + (p, K) @ (K, p)
-    second_moment = (
-        np.einsum("k,kij->ij", weights, covariances) + (means.T * weights) @ means
-    )
+    second_moment = np.einsum("k,kij->ij", weights, covariances) + (means.T * weights) @ means
     return _linear_risk(second_moment, xi2)
 
 
-def best_affine_risk(
-    means, weights=None, covariance=1.0, noise_variance: float = 1.0
-) -> float:
+def best_affine_risk(means, weights=None, covariance=1.0, noise_variance: float = 1.0) -> float:
     """Per-entry risk of the best affine denoiser ``z -> M z + c``.
 
     Parameters
@@ -367,7 +355,5 @@ def best_affine_risk(
     means, weights, covariances = check_mixture(means, weights, covariance)
     xi2 = check_noise_variance(noise_variance)
     centred = means - weights @ means  # (K, p)
-    covariance_x = (
-        np.einsum("k,kij->ij", weights, covariances) + (centred.T * weights) @ centred
-    )
+    covariance_x = np.einsum("k,kij->ij", weights, covariances) + (centred.T * weights) @ centred
     return _linear_risk(covariance_x, xi2)

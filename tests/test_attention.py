@@ -7,6 +7,7 @@ import torch
 from sk_softmix.attention import (
     attention_covariance,
     attention_mean,
+    combine_heads,
     linear_attention,
     softmax_attention,
     stacked_linear_attention,
@@ -25,9 +26,7 @@ def numpy_softmax_heads(queries, prompt, U, V, exclude=None):
                 scores[exclude[a]] = -np.inf
             weights = np.exp(scores - scores.max())
             weights /= weights.sum()
-            out[h, a] = sum(
-                w * V[h] @ z_i for w, z_i in zip(weights, prompt, strict=True)
-            )
+            out[h, a] = sum(w * V[h] @ z_i for w, z_i in zip(weights, prompt, strict=True))
     return out
 
 
@@ -37,9 +36,7 @@ def numpy_linear_heads(queries, prompt, U, V, exclude=None):
     for h in range(U.shape[0]):
         for a, z in enumerate(queries):
             kept = [i for i in range(len(prompt)) if exclude is None or i != exclude[a]]
-            out[h, a] = sum(
-                (prompt[i] @ U[h] @ z) * V[h] @ prompt[i] for i in kept
-            ) / len(kept)
+            out[h, a] = sum((prompt[i] @ U[h] @ z) * V[h] @ prompt[i] for i in kept) / len(kept)
     return out
 
 
@@ -57,9 +54,7 @@ def problem():
 
 def as_torch(problem, dtype=torch.float64):
     tensors = {k: torch.tensor(v) for k, v in problem.items()}
-    return {
-        k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()
-    }
+    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()}
 
 
 @pytest.mark.parametrize("method", ["matmul", "sdpa", "reference"])
@@ -105,14 +100,12 @@ def numpy_linear_stack(queries, prompt, U, V, residual, exclude=None):
     """Every layer updates prompt tokens and the query explicitly, token by token."""
     out = np.zeros_like(queries)
     for a, z in enumerate(queries):
-        tokens = np.array(
-            [t for i, t in enumerate(prompt) if exclude is None or i != exclude[a]]
-        )
+        tokens = np.array([t for i, t in enumerate(prompt) if exclude is None or i != exclude[a]])
         query = z
         for U_layer, V_layer in zip(U, V, strict=True):
-            layer = numpy_linear_heads(
-                np.vstack([tokens, query]), tokens, U_layer, V_layer
-            ).sum(axis=0)
+            layer = numpy_linear_heads(np.vstack([tokens, query]), tokens, U_layer, V_layer).sum(
+                axis=0
+            )
             if residual:
                 layer = layer + np.vstack([tokens, query])
             tokens, query = layer[:-1], layer[-1]
@@ -122,17 +115,13 @@ def numpy_linear_stack(queries, prompt, U, V, residual, exclude=None):
 
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("leave_out", [False, True])
-def test_stacked_linear_layers_match_explicit_token_updates(
-    problem, residual, leave_out
-):
+def test_stacked_linear_layers_match_explicit_token_updates(problem, residual, leave_out):
     rng = np.random.default_rng(1)
     n_layers = 3
     U = rng.normal(size=(n_layers, N_HEADS, N_FEATURES, N_FEATURES)) / 3
     V = rng.normal(size=(n_layers, N_HEADS, N_FEATURES, N_FEATURES)) / 3
     exclude = problem["exclude"] if leave_out else None
-    expected = numpy_linear_stack(
-        problem["queries"], problem["prompt"], U, V, residual, exclude
-    )
+    expected = numpy_linear_stack(problem["queries"], problem["prompt"], U, V, residual, exclude)
     out = stacked_linear_attention(
         torch.tensor(problem["queries"]),
         torch.tensor(problem["prompt"]),
@@ -167,9 +156,7 @@ def test_huge_magnitudes_never_give_nan(problem, magnitude, dtype):
     assert torch.isfinite(out).all()
     # The weights saturate on the best token: the output is V applied to one token.
     tokens = t["prompt"] * magnitude
-    outputs = torch.einsum(
-        "hqp,lp->hlq", t["V"], tokens
-    )  # every token's possible output
+    outputs = torch.einsum("hqp,lp->hlq", t["V"], tokens)  # every token's possible output
     distance = (out.unsqueeze(2) - outputs.unsqueeze(1)).abs().amax(-1).amin(-1)
     assert (distance <= 1e-3 * magnitude).all()
 
@@ -193,13 +180,9 @@ def test_closed_form_gradient_matches_autograd(problem):
             t["queries"], t["prompt"], U, t["V"], exclude=t["exclude"], method=method
         )
         (grads[method],) = torch.autograd.grad((out**2).sum(), U)
-    torch.testing.assert_close(
-        grads["matmul"], grads["reference"], rtol=1e-10, atol=1e-12
-    )
+    torch.testing.assert_close(grads["matmul"], grads["reference"], rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(
-        lambda u: softmax_attention(
-            t["queries"], t["prompt"], u, t["V"], exclude=t["exclude"]
-        ),
+        lambda u: softmax_attention(t["queries"], t["prompt"], u, t["V"], exclude=t["exclude"]),
         (U,),
     )
 
@@ -221,12 +204,24 @@ def test_bad_shapes_raise_clear_errors(problem):
     with pytest.raises(ValueError, match="queries and prompt must have shapes"):
         softmax_attention(t["queries"], t["prompt"][:, :2], t["U"], t["V"])
     with pytest.raises(ValueError, match="exclude must have shape"):
-        softmax_attention(
-            t["queries"], t["prompt"], t["U"], t["V"], exclude=t["exclude"][:3]
-        )
+        softmax_attention(t["queries"], t["prompt"], t["U"], t["V"], exclude=t["exclude"][:3])
     with pytest.raises(ValueError, match="only token"):
-        softmax_attention(
-            t["queries"], t["prompt"][:1], t["U"], t["V"], exclude=t["exclude"] * 0
-        )
+        softmax_attention(t["queries"], t["prompt"][:1], t["U"], t["V"], exclude=t["exclude"] * 0)
     with pytest.raises(ValueError, match="method must be one of"):
         softmax_attention(t["queries"], t["prompt"], t["U"], t["V"], method="fast")
+
+
+def test_residual_heads_with_the_in_context_output_map_are_one_head_plus_a_skip(problem):
+    """SPEC 4: residual heads, U_2 = V_2 = 0, W_out = (I, -2c I) give (1 - 2c) z + T_1(z)."""
+    t = as_torch(problem)
+    p, c = N_FEATURES, 0.8
+    U = torch.stack([t["U"][0], torch.zeros(p, p, dtype=torch.float64)])
+    V = torch.stack([t["V"][0][:p], torch.zeros(p, p, dtype=torch.float64)])
+    heads = softmax_attention(t["queries"], t["prompt"], U, V)
+    identity = torch.eye(p, dtype=torch.float64)
+    output_map = torch.cat([identity, -2 * c * identity], dim=1)  # (p, 2p)
+    combined = combine_heads(heads, t["queries"], residual=True, output_map=output_map)
+    expected = (1 - 2 * c) * t["queries"] + heads[0]
+    torch.testing.assert_close(combined, expected, rtol=1e-12, atol=1e-12)
+    summed = combine_heads(heads, t["queries"], skip=identity * 3)
+    torch.testing.assert_close(summed, heads.sum(0) + 3 * t["queries"])

@@ -41,18 +41,14 @@ def squared_errors(denoised, clean):
 def paired_gap(errors, reference):
     """Relative excess risk over the reference and the standard error of the excess."""
     difference = errors - reference
-    return difference.mean() / reference.mean(), difference.std() / np.sqrt(
-        len(difference)
-    )
+    return difference.mean() / reference.mean(), difference.std() / np.sqrt(len(difference))
 
 
 @pytest.mark.slow
 def test_figure_2_two_heads_reach_bayes_within_two_percent(figure_2):
     Z, X, Z_test, X_test, bayes_errors = figure_2
     denoiser = SoftmaxAttentionDenoiser(random_state=0).fit(Z, X)
-    gap, _ = paired_gap(
-        squared_errors(denoiser.transform(Z_test), X_test), bayes_errors
-    )
+    gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
     # measured 0.7% with default settings; 2% is the issue's bound
     assert gap < 0.02
     assert denoiser.history_.shape == (denoiser.max_iter,)
@@ -61,9 +57,7 @@ def test_figure_2_two_heads_reach_bayes_within_two_percent(figure_2):
 def test_figure_2_gaussian_mixture_plug_in_within_one_percent(figure_2):
     Z, _, Z_test, X_test, bayes_errors = figure_2
     denoiser = GaussianMixtureDenoiser(noise_variance=XI2, random_state=0).fit(Z)
-    gap, _ = paired_gap(
-        squared_errors(denoiser.transform(Z_test), X_test), bayes_errors
-    )
+    gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
     assert gap < 0.01
 
 
@@ -120,9 +114,7 @@ def test_bayes_construction_approaches_bayes_as_the_prompt_grows(figure_2):
             denoiser = SoftmaxAttentionDenoiser(
                 init="bayes", noise_variance=XI2, max_iter=0, random_state=0
             ).fit(prompt)
-            gap, _ = paired_gap(
-                squared_errors(denoiser.transform(Z_test), X_test), bayes_errors
-            )
+            gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
             gaps.append(gap)
         mean_gap[prompt_length] = np.mean(gaps)
     assert mean_gap[20_000] < 0.07
@@ -130,12 +122,8 @@ def test_bayes_construction_approaches_bayes_as_the_prompt_grows(figure_2):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "gamma2, xi2, one_head_exact", [(0.01, 4.0, False), (2.0, 2.0, True)]
-)
-def test_theorem_4_1_one_head_needs_equal_signal_and_noise_variances(
-    gamma2, xi2, one_head_exact
-):
+@pytest.mark.parametrize("gamma2, xi2, one_head_exact", [(0.01, 4.0, False), (2.0, 2.0, True)])
+def test_theorem_4_1_one_head_needs_equal_signal_and_noise_variances(gamma2, xi2, one_head_exact):
     """Without a skip path, one head is Bayes iff gamma^2 = xi^2; two heads always."""
     Z, X, _ = make_gaussian_mixture(
         5_000, MEANS, covariance=gamma2, noise_variance=xi2, random_state=2
@@ -144,9 +132,7 @@ def test_theorem_4_1_one_head_needs_equal_signal_and_noise_variances(
         20_000, MEANS, covariance=gamma2, noise_variance=xi2, random_state=3
     )
     bayes_errors = squared_errors(
-        BayesDenoiser(MEANS, covariance=gamma2, noise_variance=xi2)
-        .fit(Z)
-        .transform(Z_test),
+        BayesDenoiser(MEANS, covariance=gamma2, noise_variance=xi2).fit(Z).transform(Z_test),
         X_test,
     )
     errors = {
@@ -212,9 +198,7 @@ def test_transform_is_the_documented_formula(residual):
     np.testing.assert_allclose(denoiser.transform(queries), expected, rtol=1e-10)
 
 
-@pytest.mark.parametrize(
-    "Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser]
-)
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
 def test_results_do_not_depend_on_the_chunk_size(Estimator):
     rng = np.random.default_rng(2)
     Z, X = rng.normal(size=(80, 2)), rng.normal(size=(80, 2))
@@ -222,14 +206,10 @@ def test_results_do_not_depend_on_the_chunk_size(Estimator):
     reference = fitted.transform(Z)
     for batch_size in (1, 7, 1000):
         fitted.set_params(batch_size=batch_size)
-        np.testing.assert_allclose(
-            fitted.transform(Z), reference, rtol=1e-12, atol=1e-12
-        )
+        np.testing.assert_allclose(fitted.transform(Z), reference, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize(
-    "Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser]
-)
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
 def test_float32_in_float32_out_and_agrees_with_float64(Estimator):
     rng = np.random.default_rng(3)
     Z = rng.normal(size=(100, 2)) * 3
@@ -239,9 +219,7 @@ def test_float32_in_float32_out_and_agrees_with_float64(Estimator):
     np.testing.assert_allclose(out32, fitted.transform(Z), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize(
-    "Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser]
-)
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
 def test_same_seed_same_model(Estimator):
     rng = np.random.default_rng(4)
     Z, X = rng.normal(size=(100, 2)), rng.normal(size=(100, 2))
@@ -251,9 +229,7 @@ def test_same_seed_same_model(Estimator):
     np.testing.assert_array_equal(first.transform(Z), second.transform(Z))
 
 
-@pytest.mark.parametrize(
-    "Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser]
-)
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
 def test_fitted_state_is_numpy_and_pickles(Estimator):
     rng = np.random.default_rng(5)
     Z, X = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
@@ -276,23 +252,15 @@ def test_noise_variance_is_estimated_from_clean_targets():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize(
-    "Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser]
-)
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
 def test_cuda_fit_gives_numpy_state_and_matches_cpu(Estimator):
     rng = np.random.default_rng(6)
     Z = rng.normal(size=(500, 2)) * 3
-    on_gpu = Estimator(
-        noise_variance=1.0, max_iter=0, device="cuda", random_state=0
-    ).fit(Z)
-    on_cpu = Estimator(
-        noise_variance=1.0, max_iter=0, device="cpu", random_state=0
-    ).fit(Z)
+    on_gpu = Estimator(noise_variance=1.0, max_iter=0, device="cuda", random_state=0).fit(Z)
+    on_cpu = Estimator(noise_variance=1.0, max_iter=0, device="cpu", random_state=0).fit(Z)
     assert on_gpu.device_.startswith("cuda")
     assert all(not isinstance(v, torch.Tensor) for v in vars(on_gpu).values())
-    np.testing.assert_allclose(
-        on_gpu.transform(Z), on_cpu.transform(Z), rtol=1e-6, atol=1e-6
-    )
+    np.testing.assert_allclose(on_gpu.transform(Z), on_cpu.transform(Z), rtol=1e-6, atol=1e-6)
 
 
 # -- bad input: a clear error, and a fitted estimator left exactly as it was ------
@@ -374,3 +342,11 @@ def test_unavailable_cuda_is_a_clear_error():
     Z = np.random.default_rng(9).normal(size=(20, 2))
     with pytest.raises(ValueError, match="CUDA is not available"):
         SoftmaxAttentionDenoiser(device="cuda").fit(Z, Z)
+
+
+def test_verbose_reports_training_progress(capsys):
+    rng = np.random.default_rng(10)
+    Z, X = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0).fit(Z, X)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 11 and lines[-1].startswith("[SoftmaxAttentionDenoiser] iteration 20/20")

@@ -260,9 +260,7 @@ def test_score_rejects_y_of_other_shape(kind, fitted, fig2_data):
     Z, X = fig2_data
     denoiser = fitted(kind)
     reference = denoiser.transform(Z)
-    with pytest.raises(
-        ValueError, match=r"same shape as X \(1000, 2\); got y of shape"
-    ):
+    with pytest.raises(ValueError, match=r"same shape as X \(1000, 2\); got y of shape"):
         denoiser.score(Z, X[:, 0])
     with pytest.raises(ValueError, match=r"got y of shape \(999, 2\)"):
         denoiser.score(Z, X[:-1])
@@ -298,9 +296,7 @@ def test_gmm_denoiser_too_few_samples(fitted, fig2_data):
     Z, _ = fig2_data
     denoiser = fitted("gmm")
     reference = denoiser.transform(Z)
-    with pytest.raises(
-        ValueError, match="n_components=2 needs at least .* n_samples=1"
-    ):
+    with pytest.raises(ValueError, match="n_components=2 needs at least .* n_samples=1"):
         denoiser.fit(Z[:1])
     _assert_unchanged(denoiser, Z, reference)
 

@@ -26,9 +26,7 @@ from sk_softmix import (
     SoftmaxAttentionDenoiser,
 )
 
-Y_MUST_MATCH_X = (
-    "y must be the clean counterpart of X (same shape); the check passes 1-D labels"
-)
+Y_MUST_MATCH_X = "y must be the clean counterpart of X (same shape); the check passes 1-D labels"
 
 # Checks that call fit (or score) with the suite's 1-D labels.
 FIT_WITH_LABELS = [
@@ -124,13 +122,9 @@ def test_sklearn_compatible_estimator(estimator, check):
 @parametrize_with_checks(
     [
         SoftmaxAttentionDenoiser(noise_variance=0.5, random_state=0),
-        SoftmaxAttentionDenoiser(
-            n_heads=1, residual=False, noise_variance=0.5, random_state=0
-        ),
+        SoftmaxAttentionDenoiser(n_heads=1, residual=False, noise_variance=0.5, random_state=0),
         LinearAttentionDenoiser(noise_variance=0.5, random_state=0),
-        LinearAttentionDenoiser(
-            n_layers=2, residual=False, noise_variance=0.5, random_state=0
-        ),
+        LinearAttentionDenoiser(n_layers=2, residual=False, noise_variance=0.5, random_state=0),
     ],
     expected_failed_checks=lambda estimator: {
         **dict.fromkeys(BUILD_THEIR_OWN_LABELS, Y_MUST_MATCH_X),
@@ -140,7 +134,5 @@ def test_sklearn_compatible_estimator(estimator, check):
     },
 )
 def test_sklearn_compatible_unsupervised_path(estimator, check, monkeypatch):
-    monkeypatch.setattr(
-        estimator_checks, "_enforce_estimator_tags_y", lambda estimator, y: None
-    )
+    monkeypatch.setattr(estimator_checks, "_enforce_estimator_tags_y", lambda estimator, y: None)
     check(estimator)

@@ -20,19 +20,13 @@ def test_shapes_dtypes_and_reproducibility():
     other = make_gaussian_mixture(50, means, random_state=1)
     assert not np.array_equal(Z, other[0])
     rng = np.random.RandomState(0)
-    np.testing.assert_array_equal(
-        make_gaussian_mixture(50, means, random_state=rng)[0], Z
-    )
+    np.testing.assert_array_equal(make_gaussian_mixture(50, means, random_state=rng)[0], Z)
 
 
 def test_clean_points_do_not_depend_on_noise_level():
     means = [[1.0, 2.0], [-1.0, 0.0]]
-    _, X_low, labels_low = make_gaussian_mixture(
-        20, means, noise_variance=0.1, random_state=3
-    )
-    _, X_high, labels_high = make_gaussian_mixture(
-        20, means, noise_variance=9.0, random_state=3
-    )
+    _, X_low, labels_low = make_gaussian_mixture(20, means, noise_variance=0.1, random_state=3)
+    _, X_high, labels_high = make_gaussian_mixture(20, means, noise_variance=9.0, random_state=3)
     np.testing.assert_array_equal(X_low, X_high)
     np.testing.assert_array_equal(labels_low, labels_high)
     Z, X, _ = make_gaussian_mixture(20, means, noise_variance=0.0, random_state=3)
@@ -47,9 +41,7 @@ def test_sampled_law_matches_the_mixture():
         [[[1.0, 0.5], [0.5, 2.0]], [[0.3, 0.0], [0.0, 0.3]], [[2.0, -1.0], [-1.0, 1.0]]]
     )
     xi2 = 1.5
-    Z, X, labels = make_gaussian_mixture(
-        n, means, weights, covariances, xi2, random_state=0
-    )
+    Z, X, labels = make_gaussian_mixture(n, means, weights, covariances, xi2, random_state=0)
 
     # Label frequencies: binomial standard error sqrt(w (1 - w) / n) <= 1.6e-3;
     # 4 standard errors.
@@ -76,13 +68,9 @@ def test_sampled_law_matches_the_mixture():
 def test_singular_covariance_gives_degenerate_samples():
     # Gamma = v v^T: the clean points lie on the line m + t v.
     v = np.array([1.0, 2.0])
-    _, X, _ = make_gaussian_mixture(
-        200, [[1.0, -1.0]], covariance=np.outer(v, v), random_state=0
-    )
+    _, X, _ = make_gaussian_mixture(200, [[1.0, -1.0]], covariance=np.outer(v, v), random_state=0)
     offsets = X - [1.0, -1.0]
-    np.testing.assert_allclose(
-        offsets[:, 0] * v[1] - offsets[:, 1] * v[0], 0.0, atol=1e-12
-    )
+    np.testing.assert_allclose(offsets[:, 0] * v[1] - offsets[:, 1] * v[0], 0.0, atol=1e-12)
 
 
 def test_zero_weight_component_is_never_drawn():

@@ -184,9 +184,7 @@ def test_posterior_mean_shared_covariance_closed_form():
     Z = 3 * rng.standard_normal((50, p))
 
     logits = (
-        np.log(weights)
-        + Z @ S_inv @ means.T
-        - 0.5 * np.einsum("kp,pq,kq->k", means, S_inv, means)
+        np.log(weights) + Z @ S_inv @ means.T - 0.5 * np.einsum("kp,pq,kq->k", means, S_inv, means)
     )
     beta = softmax(logits, axis=1)
     expected = Z @ (gamma @ S_inv).T + xi2 * (beta @ means) @ S_inv.T
@@ -195,9 +193,7 @@ def test_posterior_mean_shared_covariance_closed_form():
     result = posterior_mean(Z, means, weights, noisy, signal)
     # Two float64 evaluations of the same quantities: rounding only.
     np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(
-        posterior_weights(Z, means, weights, noisy), beta, atol=1e-12
-    )
+    np.testing.assert_allclose(posterior_weights(Z, means, weights, noisy), beta, atol=1e-12)
 
 
 def test_posterior_mean_two_component_isotropic_form():
@@ -243,9 +239,7 @@ def test_posterior_weights_match_density_ratios():
         axis=1,
     )
     expected = densities / densities.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(
-        posterior_weights(Z, means, weights, noisy), expected, rtol=1e-10
-    )
+    np.testing.assert_allclose(posterior_weights(Z, means, weights, noisy), expected, rtol=1e-10)
 
 
 def test_zero_weight_component_is_ignored():

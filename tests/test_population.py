@@ -96,12 +96,9 @@ def test_two_heads_equal_bayes_on_the_population(means, gamma2, xi2):
     queries = np.random.default_rng(3).normal(size=(200, p)) * 4
     U, V = two_head_construction(means, gamma2, xi2)
     heads = sum(
-        population_softmax_attention(queries, means, weights, noisy, U[h], V[h])
-        for h in range(2)
+        population_softmax_attention(queries, means, weights, noisy, U[h], V[h]) for h in range(2)
     )
-    np.testing.assert_allclose(
-        heads, bayes(queries, means, weights, gamma2, xi2), atol=1e-12
-    )
+    np.testing.assert_allclose(heads, bayes(queries, means, weights, gamma2, xi2), atol=1e-12)
 
 
 @pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (3.0, 0.5)])
@@ -125,9 +122,7 @@ def test_in_context_construction_is_task_independent(gamma2, xi2):
 
 
 @pytest.mark.parametrize("gamma2, xi2, exact", [(2.0, 2.0, True), (1.0, 4.0, False)])
-def test_one_head_is_bayes_only_when_signal_and_noise_variances_agree(
-    gamma2, xi2, exact
-):
+def test_one_head_is_bayes_only_when_signal_and_noise_variances_agree(gamma2, xi2, exact):
     weights = np.array([0.5, 0.5])
     noisy = np.stack([(gamma2 + xi2) * np.eye(2)] * 2)
     queries = np.random.default_rng(5).normal(size=(200, 2)) * 4

@@ -91,9 +91,7 @@ def test_quadrature_matches_2d_grid_integration_in_1d():
     joint = prior * np.exp(-0.5 * (z - x) ** 2 / xi2) / np.sqrt(2 * np.pi * xi2)
     marginal = np.trapezoid(joint, x, axis=0)
     posterior_mean = np.trapezoid(x * joint, x, axis=0) / marginal
-    risk = np.trapezoid(
-        np.trapezoid((x - posterior_mean) ** 2 * joint, x, axis=0), z[0]
-    )
+    risk = np.trapezoid(np.trapezoid((x - posterior_mean) ** 2 * joint, x, axis=0), z[0])
     # Grid spacing 0.01 on smooth Gaussians: trapezoid error well below 1e-7.
     assert bayes_risk(**task) == pytest.approx(risk, rel=1e-7)
 

@@ -20,9 +20,7 @@ MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
 
 @pytest.fixture(scope="module")
 def data():
-    Z, X, _ = make_gaussian_mixture(
-        600, MEANS, covariance=1.0, noise_variance=4.0, random_state=0
-    )
+    Z, X, _ = make_gaussian_mixture(600, MEANS, covariance=1.0, noise_variance=4.0, random_state=0)
     return Z, X
 
 
@@ -35,9 +33,7 @@ def small_estimators():
     ]
 
 
-@pytest.mark.parametrize(
-    "estimator", small_estimators(), ids=lambda e: type(e).__name__
-)
+@pytest.mark.parametrize("estimator", small_estimators(), ids=lambda e: type(e).__name__)
 def test_pipeline_clone_and_cross_validation(estimator, data):
     Z, X = data
     # a pipeline step before the denoiser, then the denoiser as final step
@@ -74,9 +70,7 @@ def test_grid_search_over_heads_and_learning_rate(data):
 
 def test_grid_search_compares_denoisers_in_one_pipeline(data):
     Z, X = data
-    pipeline = Pipeline(
-        [("denoise", SoftmaxAttentionDenoiser(max_iter=10, random_state=0))]
-    )
+    pipeline = Pipeline([("denoise", SoftmaxAttentionDenoiser(max_iter=10, random_state=0))])
     search = GridSearchCV(
         pipeline,
         {
