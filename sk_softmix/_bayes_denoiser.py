@@ -3,25 +3,18 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    OneToOneFeatureMixin,
-    TransformerMixin,
-    _fit_context,
-)
-from sklearn.metrics import mean_squared_error
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
+from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._mixture import check_mixture, posterior_mean
-from ._validation import check_clean_targets, unchanged_on_error
-
-_FLOAT_DTYPES = [np.float64, np.float32]
+from ._validation import unchanged_on_error
 
 
-class _PosteriorMeanMixin:
-    """``transform``/``predict``/``score`` for denoisers that apply
-    :func:`~sk_softmix._mixture.posterior_mean` with fitted mixture parameters.
+class _PosteriorMeanMixin(DenoiserMixin):
+    """Denoisers that apply :func:`~sk_softmix._mixture.posterior_mean` with
+    fitted mixture parameters.
 
     Subclasses provide ``_posterior_parameters()`` returning ``(means,
     weights, noisy_covariances, signal_covariances)``.
@@ -36,70 +29,8 @@ class _PosteriorMeanMixin:
         means, weights, noisy, signal = self._posterior_parameters()
         return posterior_mean(X, means, weights, noisy, signal).astype(X.dtype, copy=False)
 
-    def transform(self, X):
-        """Denoise ``X``: the posterior mean ``E[X_clean | Z = x]`` of each row.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-
-        Returns
-        -------
-        X_denoised : ndarray of shape (n_samples, n_features)
-            Same dtype as ``X`` (float32 or float64).
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
-        return self._denoise(X)
-
-    def predict(self, X):
-        """Denoise ``X``; identical to :meth:`transform`.
-
-        Provided so that regression scorers such as
-        ``scoring="neg_mean_squared_error"`` apply, with the clean points as
-        targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-
-        Returns
-        -------
-        X_denoised : ndarray of shape (n_samples, n_features)
-        """
-        return self.transform(X)
-
-    def score(self, X, y):
-        """Negative mean squared error of the denoised ``X`` against clean ``y``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-        y : array-like of shape (n_samples, n_features)
-            Their clean counterparts.
-
-        Returns
-        -------
-        score : float
-            ``-mean_squared_error(y, self.predict(X))``, the average over all
-            entries; higher is better.
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
-        y = check_clean_targets(y, X)
-        return -float(mean_squared_error(y, self._denoise(X)))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.target_tags.required = False
-        return tags
-
-
-class BayesDenoiser(_PosteriorMeanMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
     """Exact Bayes denoiser ``E[X | Z]`` for a known Gaussian mixture.
 
     The clean signal is ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and the
@@ -218,7 +149,7 @@ class BayesDenoiser(_PosteriorMeanMixin, OneToOneFeatureMixin, TransformerMixin,
         # validate_data records n_features_in_ before the dimension check can
         # fail; the context restores a previous fit if anything below raises.
         with unchanged_on_error(self):
-            X = validate_data(self, X, dtype=_FLOAT_DTYPES)
+            X = validate_data(self, X, dtype=FLOAT_DTYPES)
             if X.shape[1] != means.shape[1]:
                 raise ValueError(
                     f"X has {X.shape[1]} features, but the mixture lives in "

@@ -1,34 +1,27 @@
-"""What the softmax- and linear-attention denoisers share: the scikit-learn
-plumbing around a forward pass ``f(queries, prompt)``.
+"""What the softmax- and linear-attention denoisers share: fitting and a
+chunked forward pass ``f(queries, prompt)``.
 
 A subclass supplies its parameters (``_initial_parameters``) and its forward
-pass (``_forward``); this module turns them into ``fit``, ``transform``,
-``fit_transform``, ``predict`` and ``score``.
+pass (``_forward``); this module turns them into ``fit`` and ``fit_transform``, and
+``DenoiserMixin`` adds ``transform``, ``predict`` and ``score``.
 """
 
 from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import (
-    BaseEstimator,
-    OneToOneFeatureMixin,
-    TransformerMixin,
-    _fit_context,
-)
-from sklearn.metrics import mean_squared_error
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
+from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
 from ._training import minibatch_adam
 from ._validation import check_clean_targets, unchanged_on_error
 
-_FLOAT_DTYPES = [np.float64, np.float32]
 
-
-class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     """Base class of the attention denoisers; not for direct use."""
 
     _parameter_constraints: dict = {
@@ -100,71 +93,13 @@ class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimato
             Denoised ``X``.
         """
         self.fit(X, y)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
         return self._denoise(X, exclude=self._prompt_positions(X.shape[0]))
-
-    def transform(self, X):
-        """Denoise ``X`` by attending over the fitted prompt.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-            Denoised points, in the dtype of ``X`` (float32 or float64).
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
-        return self._denoise(X, exclude=None)
-
-    def predict(self, X):
-        """Denoise ``X``; the same as :meth:`transform`.
-
-        Provided so that regression scorers such as
-        ``scoring="neg_mean_squared_error"`` work in grid searches.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features)
-        """
-        return self.transform(X)
-
-    def score(self, X, y):
-        """Negative mean squared error of the denoised ``X`` against clean ``y``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-        y : array-like of shape (n_samples, n_features)
-            Their clean counterparts.
-
-        Returns
-        -------
-        float
-            ``-mean_squared_error(y, self.predict(X))``: higher is better.
-        """
-        denoised = self.predict(X)
-        y = check_clean_targets(y, denoised)
-        return -float(mean_squared_error(y, denoised))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.target_tags.required = False
-        return tags
 
     # -- internals -------------------------------------------------------------
 
     def _fit(self, X, y):
-        X = validate_data(self, X, dtype=_FLOAT_DTYPES, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         if y is not None:
             y = check_clean_targets(y, X)
         elif self.init != "bayes":
@@ -255,7 +190,7 @@ class AttentionDenoiserBase(OneToOneFeatureMixin, TransformerMixin, BaseEstimato
         }
         return fitted, history * scale2
 
-    def _denoise(self, X, exclude):
+    def _denoise(self, X, exclude=None):
         """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
         device = resolve_device(self.device)
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32

@@ -3,24 +3,18 @@
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    OneToOneFeatureMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.mixture import GaussianMixture
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from ._bayes_denoiser import _FLOAT_DTYPES, _PosteriorMeanMixin
+from ._bayes_denoiser import _PosteriorMeanMixin
+from ._denoiser_mixin import FLOAT_DTYPES
 from ._mixture import psd_part
 from ._validation import unchanged_on_error
 
 
-class GaussianMixtureDenoiser(
-    _PosteriorMeanMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator
-):
+class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
     """Plug-in (empirical Bayes) denoiser from a Gaussian mixture fit.
 
     Fits :class:`~sklearn.mixture.GaussianMixture` to the noisy observations
@@ -178,7 +172,7 @@ class GaussianMixtureDenoiser(
             )
         xi2 = float(self.noise_variance)
         with unchanged_on_error(self):
-            X = validate_data(self, X, dtype=_FLOAT_DTYPES)
+            X = validate_data(self, X, dtype=FLOAT_DTYPES)
             n_samples, n_features = X.shape
             if n_samples < self.n_components:
                 raise ValueError(
