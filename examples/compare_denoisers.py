@@ -8,7 +8,7 @@ attention cannot beat the best linear estimator, about 1.55 times the Bayes
 risk here.
 """
 
-from sk_softmix._compare import compare_denoisers, format_table
+from sk_softmix.study import compare_denoisers, format_table
 
 rows = compare_denoisers(n_samples=5_000, n_test=5_000, device="cpu", random_state=0)
 print(format_table(rows))

@@ -14,6 +14,7 @@ population    softmax attention on a whole Gaussian mixture (large-prompt limit)
 constructions closed-form parameters that equal the Bayes denoiser
 risk          Bayes, best linear and best affine risks
 datasets      Gaussian-mixture data generators
+study         the comparison study behind ``python -m sk_softmix compare``
 """
 
 from ._bayes_denoiser import BayesDenoiser

@@ -1,7 +1,7 @@
-"""``python -m sk_softmix compare``: see :mod:`sk_softmix._compare`."""
+"""``python -m sk_softmix compare``: see :mod:`sk_softmix.study`."""
 
 import sys
 
-from ._compare import main
+from .study import main
 
 sys.exit(main())

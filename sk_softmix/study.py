@@ -52,7 +52,7 @@ def compare_denoisers(
 
     Examples
     --------
-    >>> from sk_softmix._compare import compare_denoisers
+    >>> from sk_softmix.study import compare_denoisers
     >>> rows = compare_denoisers(n_samples=300, n_test=300, device="cpu")
     >>> [row["method"] for row in rows][-1]
     'BayesDenoiser (oracle)'
