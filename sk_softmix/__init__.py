@@ -18,6 +18,7 @@ study         the comparison study behind ``python -m sk_softmix compare``
 """
 
 from ._bayes_denoiser import BayesDenoiser
+from ._classifier import SoftmaxAttentionClassifier
 from ._gmm_denoiser import GaussianMixtureDenoiser
 from ._linear_denoiser import LinearAttentionDenoiser
 from ._softmax_denoiser import SoftmaxAttentionDenoiser
@@ -28,6 +29,7 @@ __all__ = [
     "BayesDenoiser",
     "GaussianMixtureDenoiser",
     "LinearAttentionDenoiser",
+    "SoftmaxAttentionClassifier",
     "SoftmaxAttentionDenoiser",
     "__version__",
 ]

@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 from ._mixture import check_mixture, check_noise_variance, covariance_sqrt
 
-__all__ = ["make_gaussian_mixture"]
+__all__ = ["make_gaussian_mixture", "make_lda"]
 
 
 def make_gaussian_mixture(
@@ -89,3 +89,52 @@ def make_gaussian_mixture(
         X[rows] = means[k] + X[rows] @ roots[k]  # roots are symmetric
     Z = X + np.sqrt(xi2) * rng.standard_normal(X.shape)
     return Z, X, labels
+
+
+def make_lda(
+    n_samples: int,
+    means,
+    prior: float = 0.5,
+    covariance=1.0,
+    random_state=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw a two-class sample of the LDA model (SPEC section 3).
+
+    ``P(y = 1) = prior`` and ``x | y = c ~ N(m_c, Gamma)``, labels in {-1, +1}.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of points, at least 1.
+    means : array-like of shape (2, n_features)
+        ``m_{-1}`` then ``m_1``.
+    prior : float, default=0.5
+        ``pi_+``, strictly between 0 and 1.
+    covariance : float or array-like of shape (n_features, n_features), default=1.0
+        The shared ``Gamma``: a scalar ``gamma^2`` or a matrix.
+    random_state : int, RandomState instance or None, default=None
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+
+    Examples
+    --------
+    >>> from sk_softmix.datasets import make_lda
+    >>> X, y = make_lda(1000, [[0.0, 1.0], [1.0, 0.0]], prior=0.6, random_state=0)
+    >>> X.shape, sorted(set(y.tolist()))
+    ((1000, 2), [-1, 1])
+    """
+    if not 0 < prior < 1:
+        raise ValueError(f"prior must lie strictly between 0 and 1; got {prior}.")
+    Z, X, labels = make_gaussian_mixture(
+        n_samples,
+        means,
+        weights=[1 - prior, prior],
+        covariance=covariance,
+        noise_variance=0.0,
+        random_state=random_state,
+    )
+    return X, 2 * labels - 1

@@ -23,6 +23,7 @@ from sk_softmix import (
     BayesDenoiser,
     GaussianMixtureDenoiser,
     LinearAttentionDenoiser,
+    SoftmaxAttentionClassifier,
     SoftmaxAttentionDenoiser,
 )
 
@@ -95,6 +96,8 @@ BAYES_EXPECTED_FAILURES = {
 
 
 def expected_failures(estimator):
+    if isinstance(estimator, SoftmaxAttentionClassifier):
+        return {}
     if isinstance(estimator, BayesDenoiser):
         return BAYES_EXPECTED_FAILURES
     if isinstance(estimator, GaussianMixtureDenoiser):
@@ -112,6 +115,10 @@ def expected_failures(estimator):
         LinearAttentionDenoiser(max_iter=5, random_state=0),
         GaussianMixtureDenoiser(noise_variance=0.5, random_state=0),
         BayesDenoiser(means=np.eye(2, BAYES_FEATURES), noise_variance=0.5),
+        SoftmaxAttentionClassifier(random_state=0),
+        SoftmaxAttentionClassifier(
+            n_heads=2, init="bayes", solver="gd", max_iter=5, random_state=0
+        ),
     ],
     expected_failed_checks=expected_failures,
 )

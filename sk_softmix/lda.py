@@ -1,0 +1,314 @@
+"""One softmax head on an LDA population: effective coordinates (SPEC section 3).
+
+Labels ``y`` in {-1, +1}, ``P(y = 1) = pi_+``, ``x | y = c ~ N(m_c, Gamma)``.
+Tokens are ``(x_i, y_i)``, the query is ``(x, 0)`` and the prediction is the
+last output coordinate. Only ``theta = (U11, u12, v21, v22)`` matter there::
+
+    score(token i, query x) = x_i^T U11^T x + y_i u12^T x
+    value read out           = v21^T x_i + v22 y_i
+
+and on the population the head equals (Gabet, Boursier & Boyer 2026, eq. 6-7)::
+
+    f_theta(x) = w^T x + b + r sigmoid(s0 + s^T x),
+    w = U11 Gamma v21,  b = v21^T m_{-1} - v22,  r = v21^T (m_1 - m_{-1}) + 2 v22,
+    s = 2 u12 + U11 (m_1 - m_{-1}),  s0 = log(pi_+ / (1 - pi_+)).
+
+All functions are NumPy float64.
+"""
+
+import numpy as np
+from scipy.special import expit
+
+
+def class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Class means, pooled covariance and prior of a two-class sample.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+
+    Returns
+    -------
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1``.
+    covariance : ndarray of shape (d, d)
+        Pooled within-class covariance ``sum_c pi_c Cov_c`` with the maximum
+        likelihood (1/n_c) class covariances, as in
+        ``LinearDiscriminantAnalysis(solver="lsqr")``.
+    prior : float
+        ``pi_+``, the fraction of positive labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import class_statistics
+    >>> X = np.array([[0.0], [2.0], [4.0], [6.0]])
+    >>> means, covariance, prior = class_statistics(X, np.array([-1, -1, 1, 1]))
+    >>> means.ravel().tolist(), covariance.tolist(), prior
+    ([1.0, 5.0], [[1.0]], 0.5)
+    """
+    means = np.stack([X[y == label].mean(axis=0) for label in (-1, 1)])
+    centred = X - means[(y == 1).astype(int)]
+    covariance = centred.T @ centred / len(X)
+    return means, covariance, float(np.mean(y == 1))
+
+
+def lda_coordinates(
+    means: np.ndarray, covariance: np.ndarray, prior: float
+) -> tuple[np.ndarray, float]:
+    """Bayes (LDA) score ``f*(x) = w*^T x + b*`` of a two-class Gaussian model.
+
+    ``w* = Gamma^{-1} (m_1 - m_{-1})`` and
+    ``b* = -1/2 (m_1^T Gamma^{-1} m_1 - m_{-1}^T Gamma^{-1} m_{-1}) + log(pi_+/(1-pi_+))``
+    (eq. 5). With the statistics of :func:`class_statistics` these equal
+    ``LinearDiscriminantAnalysis(solver="lsqr")``'s ``coef_`` and
+    ``intercept_``.
+
+    Parameters
+    ----------
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1``.
+    covariance : ndarray of shape (d, d)
+    prior : float
+        ``pi_+``.
+
+    Returns
+    -------
+    w : ndarray of shape (d,)
+    b : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import lda_coordinates
+    >>> w, b = lda_coordinates(np.array([[-1.0, 0.0], [1.0, 0.0]]), np.eye(2), 0.5)
+    >>> w.tolist(), b
+    ([2.0, 0.0], 0.0)
+    """
+    precision_means = np.linalg.solve(covariance, means.T).T  # (2, d): Gamma^{-1} m_c
+    w = precision_means[1] - precision_means[0]
+    b = -0.5 * (means[1] @ precision_means[1] - means[0] @ precision_means[0])
+    return w, float(b + np.log(prior / (1 - prior)))
+
+
+def effective_coordinates(
+    U11: np.ndarray,
+    u12: np.ndarray,
+    v21: np.ndarray,
+    v22: float,
+    means: np.ndarray,
+    covariance: np.ndarray,
+    prior: float,
+) -> dict:
+    """Effective coordinates ``(w, b, r, s, s0)`` of one head (eq. 7).
+
+    Parameters
+    ----------
+    U11 : ndarray of shape (d, d)
+    u12 : ndarray of shape (d,)
+    v21 : ndarray of shape (d,)
+    v22 : float
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1``.
+    covariance : ndarray of shape (d, d)
+    prior : float
+
+    Returns
+    -------
+    dict with keys ``w`` (d,), ``b``, ``r``, ``s`` (d,), ``s0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import effective_coordinates
+    >>> coords = effective_coordinates(np.eye(1), np.zeros(1), np.ones(1), 0.0,
+    ...                                np.array([[-1.0], [1.0]]), np.eye(1), 0.5)
+    >>> coords["w"].tolist(), coords["b"], coords["r"], coords["s"].tolist()
+    ([1.0], -1.0, 2.0, [2.0])
+    """
+    delta = means[1] - means[0]
+    return {
+        "w": U11 @ covariance @ v21,
+        "b": float(v21 @ means[0] - v22),
+        "r": float(v21 @ delta + 2 * v22),
+        "s": 2 * u12 + U11 @ delta,
+        "s0": float(np.log(prior / (1 - prior))),
+    }
+
+
+def effective_score(X: np.ndarray, coordinates: dict) -> np.ndarray:
+    """``f(x) = w^T x + b + r sigmoid(s0 + s^T x)`` for each row of ``X``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    coordinates : dict
+        As returned by :func:`effective_coordinates`.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import effective_score
+    >>> coords = {"w": np.ones(1), "b": 0.0, "r": 2.0, "s": np.zeros(1), "s0": 0.0}
+    >>> effective_score(np.array([[1.0]]), coords).tolist()
+    [2.0]
+    """
+    c = coordinates
+    return X @ c["w"] + c["b"] + c["r"] * expit(c["s0"] + X @ c["s"])
+
+
+def lda_construction(
+    means: np.ndarray, covariance: np.ndarray, prior: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """One head whose population score is the Bayes score (Lemma B.3).
+
+    Every case sets ``u12 = -1/2 U11 (m_1 - m_{-1})``, so ``s = 0`` and the gate
+    is the constant ``pi_+``:
+
+    - ``pi_+ != 1/2``: ``U11 = I``, ``v21 = Gamma^{-1} w*``,
+      ``v22 = (b* - v21^T mbar) / (2 pi_+ - 1)``, ``mbar`` the prior-weighted mean;
+    - ``pi_+ = 1/2``, ``m_1 != -m_{-1}``: ``v21 = (b*/||mbar||^2) mbar`` (any
+      nonzero vector orthogonal to ``mbar`` if ``b* = 0``), ``a = Gamma v21``,
+      ``U11 = w* a^T / ||a||^2``, ``v22 = 0``;
+    - ``pi_+ = 1/2``, ``m_1 = -m_{-1}``: ``U11 = I``, ``v21 = Gamma^{-1} w*``,
+      ``v22 = 0``.
+
+    Parameters
+    ----------
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1``.
+    covariance : ndarray of shape (d, d)
+    prior : float
+
+    Returns
+    -------
+    U11 : ndarray of shape (d, d)
+    u12 : ndarray of shape (d,)
+    v21 : ndarray of shape (d,)
+    v22 : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import effective_coordinates, lda_construction
+    >>> means, cov = np.array([[0.0, 1.0], [1.0, 0.0]]), np.eye(2)
+    >>> theta = lda_construction(means, cov, 0.6)
+    >>> coords = effective_coordinates(*theta, means, cov, 0.6)
+    >>> coords["s"].tolist()  # the gate is constant
+    [0.0, 0.0]
+    """
+    d = means.shape[1]
+    w_star, b_star = lda_coordinates(means, covariance, prior)
+    delta = means[1] - means[0]
+    mean = (1 - prior) * means[0] + prior * means[1]
+    scale = max(np.abs(means).max(), 1.0)
+    v22 = 0.0
+    if not np.isclose(prior, 0.5):
+        U11 = np.eye(d)
+        v21 = np.linalg.solve(covariance, w_star)
+        v22 = (b_star - v21 @ mean) / (2 * prior - 1)
+    elif np.linalg.norm(mean) <= 1e-12 * scale:
+        U11 = np.eye(d)
+        v21 = np.linalg.solve(covariance, w_star)
+    else:
+        if abs(b_star) > 1e-12:
+            v21 = b_star / (mean @ mean) * mean
+        else:
+            v21 = np.linalg.svd(mean[None, :])[2][-1]  # unit, orthogonal to mbar
+            if d == 1:
+                raise ValueError("In one dimension with b* = 0 and mbar != 0 no v21 exists.")
+        a = covariance @ v21
+        U11 = np.outer(w_star, a) / (a @ a)
+    return U11, -0.5 * U11 @ delta, v21, float(v22)
+
+
+def population_gradient_descent(
+    theta: tuple,
+    X: np.ndarray,
+    y: np.ndarray,
+    means: np.ndarray,
+    covariance: np.ndarray,
+    prior: float,
+    *,
+    learning_rate: float,
+    n_steps: int,
+) -> dict:
+    """Gradient descent on the population logistic risk of one head (Section 3.3).
+
+    The head enters only through its effective predictor
+    ``f_theta(x) = w^T x + b + r sigmoid(s0 + s^T x)`` (eq. 6-7), so the
+    population risk ``E log(1 + exp(-Y f_theta(X)))`` is an average over a
+    large sample ``(X, y)`` of the LDA model; gradients flow back to
+    ``theta = (U11, u12, v21, v22)`` through the map of eq. 7. A centrally
+    symmetric sample (each ``(x, y)`` with its mirror ``(-x, -y)``) keeps the
+    symmetries of the balanced case ``m_1 = -m_{-1}``, ``pi_+ = 1/2``
+    exactly, as Theorem 3.6 assumes.
+
+    Parameters
+    ----------
+    theta : tuple of (U11 (d, d), u12 (d,), v21 (d,), v22 float)
+        Starting attention parameters.
+    X : ndarray of shape (n, d)
+        Sample of the population.
+    y : ndarray of shape (n,)
+        Its labels in {-1, +1}.
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1`` of the population.
+    covariance : ndarray of shape (d, d)
+    prior : float
+    learning_rate : float
+    n_steps : int
+
+    Returns
+    -------
+    dict
+        ``"risk"`` (n_steps + 1,), ``"balance"`` ``||U11||_F^2 - ||v21||^2``
+        (n_steps + 1,), and ``"theta"``, the final parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import population_gradient_descent
+    >>> rng = np.random.default_rng(0)
+    >>> means = np.array([[-1.0, 0.0], [1.0, 0.0]])
+    >>> y = np.where(rng.random(1000) < 0.5, 1, -1)
+    >>> X = rng.normal(size=(1000, 2)) + means[(y + 1) // 2]
+    >>> theta = (np.zeros((2, 2)), np.zeros(2), np.array([0.0, 1.0]), 0.0)
+    >>> run = population_gradient_descent(theta, X, y, means, np.eye(2), 0.5,
+    ...                                   learning_rate=0.5, n_steps=50)
+    >>> bool(run["risk"][-1] < run["risk"][0])
+    True
+    """
+    import torch  # local: the rest of this module is NumPy only
+
+    as_t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
+    U11, u12, v21, v22 = (as_t(p).clone().requires_grad_(True) for p in theta)
+    X_t, y_t = as_t(X), as_t(y)
+    m_minus, m_plus = as_t(means[0]), as_t(means[1])
+    Gamma = as_t(covariance)
+    delta = m_plus - m_minus
+    s0 = float(np.log(prior / (1 - prior)))
+    risks, balances = [], []
+    for step in range(n_steps + 1):
+        w = U11 @ Gamma @ v21
+        b = v21 @ m_minus - v22
+        r = v21 @ delta + 2 * v22
+        s = 2 * u12 + U11 @ delta
+        scores = X_t @ w + b + r * torch.sigmoid(s0 + X_t @ s)
+        risk = torch.nn.functional.softplus(-y_t * scores).mean()
+        risks.append(risk.item())
+        balances.append(float((U11**2).sum().detach() - (v21**2).sum().detach()))
+        if step == n_steps:
+            break
+        gradients = torch.autograd.grad(risk, (U11, u12, v21, v22))
+        with torch.no_grad():
+            for parameter, gradient in zip((U11, u12, v21, v22), gradients, strict=True):
+                parameter -= learning_rate * gradient
+    final = tuple(p.detach().numpy() for p in (U11, u12, v21, v22))
+    return {"risk": np.array(risks), "balance": np.array(balances), "theta": final}
