@@ -2,6 +2,8 @@
 
 Estimators
 ----------
+SoftmaxAttentionClassifier
+    One softmax head over labelled pairs: LDA when it can, selective when it must.
 SoftmaxAttentionDenoiser, LinearAttentionDenoiser
     Attention denoisers whose prompt is the noisy training data.
 GaussianMixtureDenoiser, BayesDenoiser
@@ -12,6 +14,7 @@ Modules
 attention     the attention engine (softmax and linear heads on tensors)
 population    softmax attention on a whole Gaussian mixture (large-prompt limit)
 constructions closed-form parameters that equal the Bayes denoiser
+lda           the classifier head's effective coordinates and population dynamics
 risk          Bayes, best linear and best affine risks
 datasets      Gaussian-mixture data generators
 study         the comparison study behind ``python -m sk_softmix compare``
