@@ -16,7 +16,7 @@ from ._device import as_tensor, resolve_device
 from ._training import minibatch_adam
 from ._validation import unchanged_on_error
 from .attention import softmax_attention
-from .lda import class_statistics, effective_coordinates, lda_construction
+from .lda import class_statistics, effective_coordinates, lda_construction, lda_coordinates
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -302,6 +302,25 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         coordinates = {key: np.array([c[key] for c in per_head]) for key in ("w", "b", "r", "s")}
         coordinates["s0"] = per_head[0]["s0"]
         return coordinates
+
+    def bayes_coordinates(self) -> tuple[np.ndarray, float]:
+        """Bayes (LDA) coordinates ``(w*, b*)`` of the prompt of a binary model.
+
+        From the prompt's class means, pooled covariance and prior
+        (:func:`sk_softmix.lda.lda_coordinates`): the score ``w*^T x + b*``
+        that :meth:`effective_coordinates` should approach, equal to
+        ``LinearDiscriminantAnalysis(solver="lsqr")``'s ``coef_`` and
+        ``intercept_`` fitted on the prompt.
+
+        Returns
+        -------
+        w : ndarray of shape (n_features,)
+        b : float
+        """
+        check_is_fitted(self)
+        if len(self.classes_) != 2:
+            raise ValueError("Bayes-LDA coordinates are defined for two classes only.")
+        return lda_coordinates(*class_statistics(self.prompt_X_, 2 * self.prompt_y_ - 1))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

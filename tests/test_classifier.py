@@ -262,6 +262,10 @@ def test_effective_coordinates_method_matches_the_function():
     )
     np.testing.assert_allclose(coordinates["w"][0], expected["w"])
     assert coordinates["s0"] == pytest.approx(expected["s0"])
+    w_star, b_star = clf.bayes_coordinates()
+    lda = LinearDiscriminantAnalysis(solver="lsqr").fit(X, y)
+    np.testing.assert_allclose(w_star, lda.coef_[0], rtol=1e-10)
+    assert b_star == pytest.approx(lda.intercept_[0], rel=1e-10)
     # history_ holds the coordinates where each iteration's loss was taken:
     # the first entry is the initialisation's
     start = SoftmaxAttentionClassifier(max_iter=0, random_state=0).fit(X, y)
