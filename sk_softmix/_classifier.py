@@ -53,8 +53,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         one-hot analogue), so that with ``max_iter=0`` the decision function
         is LDA's up to the finite-prompt error.
     prompt_size : int, default=None
-        ``None``: every training pair is in the prompt; an int: a random,
-        stratified-by-chance subset of that size.
+        ``None``: every training pair is in the prompt; an int: a random
+        subset of that size (an error if it misses a class).
     max_iter : int, default=300
         Iterations of the solver; 0 keeps the initial parameters.
     learning_rate : float, default=0.02

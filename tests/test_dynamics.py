@@ -1,0 +1,77 @@
+"""The iterated Bayes denoiser and its clustering transition (SPEC section 5)."""
+
+import numpy as np
+import pytest
+
+from sk_softmix import BayesDenoiser
+from sk_softmix.dynamics import fixed_points, iterate, plot_trajectories, separation
+
+CENTRE = np.array([1.0, 2.0])
+
+
+def point_masses(lam):
+    """Two equal-weight point masses at c +- h with ||h|| = lambda (xi = 1)."""
+    half_gap = lam * np.array([0.6, 0.8])
+    return np.stack([CENTRE + half_gap, CENTRE - half_gap]), half_gap
+
+
+def oracle(means, gamma2=0.0):
+    return BayesDenoiser(means, covariance=gamma2, noise_variance=1.0).fit(np.zeros((1, 2)))
+
+
+def starts(n=300):
+    return CENTRE + np.random.default_rng(0).normal(size=(n, 2)) * 2
+
+
+def test_weak_separation_sends_every_start_to_the_midpoint():
+    means, _ = point_masses(0.8)
+    assert separation(means, 0.0, 1.0) == pytest.approx(0.8)
+    final = iterate(oracle(means), starts(), 200)[-1]
+    # along h the map contracts by at most lambda^2 = 0.64 per step
+    np.testing.assert_allclose(final, np.broadcast_to(CENTRE, final.shape), atol=1e-8)
+    np.testing.assert_allclose(fixed_points(means, 0.0, 1.0), CENTRE[None, :])
+
+
+@pytest.mark.parametrize("gamma2", [0.0, 0.5])
+def test_strong_separation_splits_the_starts_by_side(gamma2):
+    means, half_gap = point_masses(1.5 * np.sqrt(1 + gamma2))
+    lam = separation(means, gamma2, 1.0)
+    assert lam == pytest.approx(1.5)
+    attractors = fixed_points(means, gamma2, 1.0)
+    u_star = (attractors[0] - CENTRE) @ half_gap / (half_gap @ half_gap)
+    assert np.tanh(lam**2 * u_star) == pytest.approx(u_star, abs=1e-12)
+    points = starts()
+    side = (points - CENTRE) @ half_gap > 0
+    final = iterate(oracle(means, gamma2), points, 100)[-1]
+    expected = np.where(side[:, None], attractors[0], attractors[1])
+    np.testing.assert_allclose(final, expected, atol=1e-4)
+
+
+def test_u_star_grows_to_one_with_the_separation():
+    values = [
+        (fixed_points(point_masses(lam)[0], 0.0, 1.0)[0] - CENTRE) @ point_masses(lam)[1] / lam**2
+        for lam in (1.1, 1.5, 3.0)
+    ]
+    assert 0 < values[0] < values[1] < values[2] < 1
+    assert values[2] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_iterate_shapes_and_bad_input():
+    means, _ = point_masses(1.5)
+    trajectory = iterate(oracle(means), starts(5), 3)
+    assert trajectory.shape == (4, 5, 2)
+    np.testing.assert_array_equal(trajectory[0], starts(5))
+    with pytest.raises(ValueError, match="n_steps"):
+        iterate(oracle(means), starts(5), -1)
+    with pytest.raises(ValueError, match="means must have shape"):
+        separation(np.zeros((3, 2)), 0.0, 1.0)
+    with pytest.raises(ValueError, match="noise_variance > 0"):
+        fixed_points(means, 0.0, 0.0)
+
+
+def test_plot_trajectories_draws_every_start():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    means, _ = point_masses(1.5)
+    ax = plot_trajectories(oracle(means), starts(12), 20, means=means, noise_variance=1.0)
+    assert len(ax.lines) == 12
