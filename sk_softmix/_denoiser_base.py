@@ -11,9 +11,9 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, _fit_context
-from sklearn.utils import check_random_state
+from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
@@ -48,6 +48,10 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
 
     def _forward(self, parameters, queries, prompt, exclude) -> torch.Tensor:
         """Denoised queries (n, p) from torch parameters over a torch prompt."""
+        raise NotImplementedError
+
+    def _forward_and_divergence(self, parameters, queries, prompt, exclude):
+        """Denoised queries (n, p) and the divergence of f at each query (n,)."""
         raise NotImplementedError
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -102,21 +106,16 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         X = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         if y is not None:
             y = check_clean_targets(y, X)
-        elif self.init != "bayes":
-            raise ValueError(
-                f"{type(self).__name__}.fit(X) without clean targets y needs "
-                "init='bayes' (the closed-form construction, which also needs "
-                "noise_variance). Pass y, the clean counterparts of X, to train "
-                f"from init={self.init!r}."
-            )
         noise_variance = self.noise_variance
         if noise_variance is None and y is not None:
             # Z - X is the noise itself: its mean square estimates xi^2.
             noise_variance = float(np.mean(np.square(X - y, dtype=np.float64)))
         if noise_variance is None:
             raise ValueError(
-                "init='bayes' without clean targets y needs noise_variance, the "
-                "variance xi^2 of the Gaussian noise in X; got noise_variance=None."
+                f"{type(self).__name__}.fit needs either y, the clean counterparts "
+                "of X (training on the squared error), or noise_variance, the "
+                "variance xi^2 of the Gaussian noise in X (training on noisy data "
+                "alone by Stein's unbiased risk estimate); got neither."
             )
         n_samples = X.shape[0]
         if self.prompt_size is not None and self.prompt_size > n_samples:
@@ -137,9 +136,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             prompt.astype(np.float64), noise_variance, random_state
         )
         history = np.empty(0)
-        if y is not None and self.max_iter > 0:
+        if self.max_iter > 0:
             parameters, history = self._train(
-                X, y, prompt_indices, parameters, random_state, device
+                X, y, noise_variance, prompt_indices, parameters, random_state, device
             )
 
         self.prompt_ = prompt
@@ -151,8 +150,14 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         self.n_iter_ = len(history)
         self.device_ = str(device)
 
-    def _train(self, X, y, prompt_indices, parameters, random_state, device):
-        """Minibatch Adam on the squared error, in units where the prompt has RMS 1."""
+    def _train(self, X, y, noise_variance, prompt_indices, parameters, random_state, device):
+        """Minibatch Adam in units where the prompt has RMS 1.
+
+        The loss is the squared error against ``y`` when given, otherwise
+        Stein's unbiased risk estimate ``||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)``,
+        whose expectation is the squared error against the unseen clean
+        points; both are divided by ``p`` (per-entry, like the MSE).
+        """
         scale2 = float(np.mean(np.square(X[prompt_indices], dtype=np.float64)))
         scale2 = scale2 if scale2 > 0 else 1.0
         scale = np.sqrt(scale2)
@@ -160,7 +165,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             name: scale2 if name in self._inverse_square_scaled else 1.0 for name in parameters
         }
         queries = as_tensor(X / scale, device, torch.float32)
-        targets = as_tensor(y / scale, device, torch.float32)
+        targets = None if y is None else as_tensor(y / scale, device, torch.float32)
+        xi2 = noise_variance / scale2
         prompt = queries[as_tensor(prompt_indices, device)]
         exclude = as_tensor(self._positions_in(prompt_indices, X.shape[0]), device)
         trained = {
@@ -169,8 +175,13 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         }
 
         def loss_on(batch):
-            denoised = self._forward(trained, queries[batch], prompt, exclude[batch])
-            return torch.mean((denoised - targets[batch]) ** 2)
+            if targets is not None:
+                denoised = self._forward(trained, queries[batch], prompt, exclude[batch])
+                return torch.mean((denoised - targets[batch]) ** 2)
+            denoised, divergence = self._forward_and_divergence(
+                trained, queries[batch], prompt, exclude[batch]
+            )
+            return torch.mean(stein_risk(denoised, queries[batch], divergence, xi2))
 
         history = minibatch_adam(
             loss_on,
@@ -190,18 +201,87 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         }
         return fitted, history * scale2
 
-    def _denoise(self, X, exclude=None):
-        """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
+    def transform(self, X, prompt=None):
+        """Denoise ``X`` by attending over the fitted prompt, or over ``prompt``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        prompt : array-like of shape (L, n_features), default=None
+            Noisy observations of another task to attend over instead of the
+            fitted prompt: the weights store what tasks share, the prompt
+            supplies what is specific (in-context denoising, no retraining).
+
+        Returns
+        -------
+        X_denoised : ndarray of shape (n_samples, n_features)
+            Same dtype as ``X`` (float32 or float64).
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        return self._denoise(X, prompt=self._check_prompt(prompt))
+
+    def sure(self, X, noise_variance=None):
+        """Stein's unbiased risk estimate of the squared error, per sample.
+
+        ``(||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)) / p``, with the divergence
+        in closed form; its mean over independent noisy points estimates the
+        per-entry mean squared error against their unseen clean versions.
+        ``X`` must not be part of the prompt (use fresh points).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations, independent of the prompt.
+        noise_variance : float, default=None
+            ``xi^2``; defaults to the fitted ``noise_variance_``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
+        if not xi2 > 0:
+            raise ValueError(f"noise_variance must be positive; got {xi2}.")
+        parameters, prompt, queries = self._tensors(X, None)
+        values = []
+        with torch.no_grad():
+            for start in range(0, len(X), self.batch_size):
+                chunk = queries[start : start + self.batch_size]
+                denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
+                values.append(stein_risk(denoised, chunk, divergence, xi2))
+        return torch.cat(values).cpu().numpy()
+
+    def _check_prompt(self, prompt):
+        if prompt is None:
+            return None
+        prompt = check_array(prompt, dtype=FLOAT_DTYPES, ensure_min_samples=1, input_name="prompt")
+        if prompt.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"prompt has {prompt.shape[1]} features, but {type(self).__name__} "
+                f"is expecting {self.n_features_in_} features as input."
+            )
+        return prompt
+
+    def _tensors(self, X, prompt):
+        """Parameters, prompt and queries as tensors on the device, in X's dtype."""
         device = resolve_device(self.device)
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         parameters = {
             name: as_tensor(getattr(self, f"{name}_"), device, dtype)
             for name in self._parameter_names()
         }
-        prompt = as_tensor(self.prompt_, device, dtype)
-        queries = as_tensor(X, device, dtype)
+        prompt = as_tensor(self.prompt_ if prompt is None else prompt, device, dtype)
+        return parameters, prompt, as_tensor(X, device, dtype)
+
+    def _denoise(self, X, exclude=None, prompt=None):
+        """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
+        parameters, prompt, queries = self._tensors(X, prompt)
         if exclude is not None:
-            exclude = as_tensor(exclude, device)
+            exclude = as_tensor(exclude, queries.device)
         chunks = []
         with torch.no_grad():
             for start in range(0, X.shape[0], self.batch_size):
@@ -219,3 +299,10 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         positions = np.full(n_samples, -1, dtype=np.int64)
         positions[prompt_indices] = np.arange(len(prompt_indices))
         return positions
+
+
+def stein_risk(denoised, queries, divergence, noise_variance):
+    """Per-query SURE divided by ``p``: ``(||f - z||^2 - p xi^2 + 2 xi^2 div) / p``."""
+    p = queries.shape[-1]
+    residual = ((denoised - queries) ** 2).sum(dim=-1)
+    return (residual - p * noise_variance + 2 * noise_variance * divergence) / p

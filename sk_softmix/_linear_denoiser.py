@@ -3,10 +3,11 @@
 from numbers import Integral
 
 import numpy as np
+import torch
 from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
-from .attention import stacked_linear_attention
+from .attention import stacked_linear_attention, stacked_linear_maps
 
 
 class LinearAttentionDenoiser(AttentionDenoiserBase):
@@ -155,6 +156,15 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
             residual=self.residual,
             exclude=exclude,
         )
+
+    def _forward_and_divergence(self, parameters, queries, prompt, exclude):
+        # The stack is the linear map M = M_K ... M_1: its divergence is tr(M).
+        maps = stacked_linear_maps(
+            prompt, parameters["U"], parameters["V"], residual=self.residual, exclude=exclude
+        )
+        denoised = (maps @ queries.unsqueeze(-1)).squeeze(-1)
+        divergence = torch.diagonal(maps, dim1=-2, dim2=-1).sum(-1).expand(len(queries))
+        return denoised, divergence
 
     def _initial_parameters(self, prompt, noise_variance, random_state):
         n_features = prompt.shape[1]

@@ -3,11 +3,12 @@
 from numbers import Integral
 
 import numpy as np
+import torch
 from sklearn.mixture import GaussianMixture
 from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
-from .attention import combine_heads, softmax_attention
+from .attention import attention_covariance, combine_heads, softmax_attention
 from .constructions import (
     in_context_construction,
     single_head_construction,
@@ -198,6 +199,19 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             batch_size=queries.shape[0],
         )
         return combine_heads(heads, queries, skip=parameters.get("skip"))
+
+    def _forward_and_divergence(self, parameters, queries, prompt, exclude):
+        # Jacobian of f: A + sum_h V_h Cov_h U_h, Cov_h the attention-weighted
+        # covariance of the prompt (SPEC section 4), so div f is its trace.
+        U, V = parameters["U"], parameters["V"]
+        transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
+        mean, covariance = attention_covariance(transformed, prompt, exclude)
+        heads = torch.einsum("hqp,hnp->hnq", V, mean)
+        divergence = torch.einsum("hij,hnjk,hki->n", V, covariance, U)
+        skip = parameters.get("skip")
+        if skip is not None:
+            divergence = divergence + torch.trace(skip)
+        return combine_heads(heads, queries, skip=skip), divergence
 
     def _initial_parameters(self, prompt, noise_variance, random_state):
         n_features = prompt.shape[1]

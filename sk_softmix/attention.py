@@ -238,9 +238,26 @@ def attention_covariance(
     covariance : Tensor of shape (H, n, p, p)
         ``sum_i a_i (z_i - mean)(z_i - mean)^T``, the Jacobian of ``mean`` with
         respect to ``transformed``.
+
+    Notes
+    -----
+    Both outputs are differentiable (autograd stores the ``(H, n, L)``
+    weights): Stein's unbiased risk estimate trains through the covariance,
+    since the divergence of a softmax head is ``tr(V Cov_a U)``. Without
+    gradients the in-place path of :func:`attention_mean` is used.
     """
-    with torch.no_grad():
-        return _weighted_moments(transformed, prompt, exclude, second=True)
+    if not (torch.is_grad_enabled() and transformed.requires_grad):
+        with torch.no_grad():
+            return _weighted_moments(transformed, prompt, exclude, second=True)
+    weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
+    centre = prompt.mean(dim=0)
+    centred = (prompt - centre).to(weights.dtype)
+    p = prompt.shape[-1]
+    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
+    moments = weights @ torch.cat([centred, products], dim=-1)  # (H, n, p + p*p)
+    mean = moments[..., :p]
+    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+    return (mean + centre).to(transformed.dtype), covariance.to(transformed.dtype)
 
 
 class _ClosedFormMean(torch.autograd.Function):
@@ -388,7 +405,46 @@ def stacked_linear_attention(
     tensor([[6.3750, 0.0000]])
     """
     _check_prompt(queries, prompt, exclude)
-    p = queries.shape[-1]
+    maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
+    return (maps @ queries.unsqueeze(-1)).squeeze(-1)  # (m, p, p) @ (n, p, 1), m in {1, n}
+
+
+def stacked_linear_maps(
+    prompt: torch.Tensor,
+    U: torch.Tensor,
+    V: torch.Tensor,
+    *,
+    residual: bool = True,
+    exclude: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The matrix ``M_K ... M_1`` that a stack of linear layers applies to a query.
+
+    Parameters
+    ----------
+    prompt : Tensor of shape (L, p)
+    U : Tensor of shape (n_layers, H, p, p)
+    V : Tensor of shape (n_layers, H, p, p)
+    residual : bool, default=True
+    exclude : Tensor of shape (n,), dtype int64, default=None
+        As in :func:`stacked_linear_attention`: each query then has its own map.
+
+    Returns
+    -------
+    Tensor of shape (1, p, p), or (n, p, p) with ``exclude``
+        Its trace is the divergence of the stack, the term Stein's unbiased
+        risk estimate needs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import stacked_linear_maps
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> U = torch.eye(2).expand(1, 1, 2, 2)
+    >>> stacked_linear_maps(prompt, U, U)  # I + V Sigma U with Sigma = I / 2
+    tensor([[[1.5000, 0.0000],
+             [0.0000, 1.5000]]])
+    """
+    p = prompt.shape[-1]
     if U.dim() != 4 or U.shape[-2:] != (p, p) or V.shape != U.shape:
         raise ValueError(
             f"U and V must both have shape (n_layers, H, {p}, {p}); got "
@@ -401,16 +457,16 @@ def stacked_linear_attention(
         own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p)
         own_outer = own.unsqueeze(-1) * own.unsqueeze(-2)  # (n, p, p)
         second_moment = (second_moment * count - own_outer) / (count - left_out).view(-1, 1, 1)
-    identity = torch.eye(p, dtype=queries.dtype, device=queries.device)
-    hidden = queries
+    identity = torch.eye(p, dtype=prompt.dtype, device=prompt.device)
+    total = identity.expand_as(second_moment)
     for U_layer, V_layer in zip(U, V, strict=True):
         # (H, p, p) @ (m, 1, p, p) @ (H, p, p), summed over heads -> (m, p, p)
         layer_map = (V_layer @ second_moment.unsqueeze(1) @ U_layer).sum(dim=1)
         if residual:
             layer_map = identity + layer_map
-        hidden = (layer_map @ hidden.unsqueeze(-1)).squeeze(-1)  # (m or 1, p, p) @ (n, p, 1)
+        total = layer_map @ total
         second_moment = layer_map @ second_moment @ layer_map.mT
-    return hidden
+    return total
 
 
 def combine_heads(

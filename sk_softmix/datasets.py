@@ -7,7 +7,7 @@ from sklearn.utils import check_random_state
 
 from ._mixture import check_mixture, check_noise_variance, covariance_sqrt
 
-__all__ = ["make_gaussian_mixture", "make_lda"]
+__all__ = ["make_denoising_tasks", "make_gaussian_mixture", "make_lda"]
 
 
 def make_gaussian_mixture(
@@ -138,3 +138,74 @@ def make_lda(
         random_state=random_state,
     )
     return X, 2 * labels - 1
+
+
+def make_denoising_tasks(
+    n_tasks: int,
+    n_samples: int,
+    n_features: int,
+    n_components: int = 2,
+    mean_norm: float = 3.0,
+    component_variance: float = 1.0,
+    noise_variance: float = 4.0,
+    random_state=None,
+):
+    """Yield denoising tasks that share variances but not means or weights.
+
+    Each task is a mixture with ``n_components`` means of norm ``mean_norm``
+    in uniformly random directions, Dirichlet(1, ..., 1) weights, and the
+    shared ``component_variance`` and ``noise_variance``: the admissible tasks
+    of Proposition 4.4, whose Bayes denoisers one set of attention weights
+    reproduces when the prompt supplies the means and weights.
+
+    Parameters
+    ----------
+    n_tasks : int
+    n_samples : int
+        Points per task.
+    n_features : int
+    n_components : int, default=2
+    mean_norm : float, default=3.0
+    component_variance : float, default=1.0
+        ``gamma^2``.
+    noise_variance : float, default=4.0
+        ``xi^2``.
+    random_state : int, RandomState instance or None, default=None
+
+    Yields
+    ------
+    Z : ndarray of shape (n_samples, n_features)
+        Noisy points.
+    X : ndarray of shape (n_samples, n_features)
+        Clean points.
+    means : ndarray of shape (n_components, n_features)
+    weights : ndarray of shape (n_components,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.datasets import make_denoising_tasks
+    >>> tasks = list(make_denoising_tasks(3, 100, 2, random_state=0))
+    >>> Z, X, means, weights = tasks[0]
+    >>> Z.shape, np.linalg.norm(means, axis=1).round(6).tolist(), round(float(weights.sum()), 6)
+    ((100, 2), [3.0, 3.0], 1.0)
+    """
+    for name, value in (("n_tasks", n_tasks), ("n_features", n_features)):
+        if not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    if mean_norm < 0:
+        raise ValueError(f"mean_norm must be non-negative; got {mean_norm}.")
+    rng = check_random_state(random_state)
+    for _ in range(n_tasks):
+        directions = rng.normal(size=(n_components, n_features))
+        means = mean_norm * directions / np.linalg.norm(directions, axis=1, keepdims=True)
+        weights = rng.dirichlet(np.ones(n_components))
+        Z, X, _ = make_gaussian_mixture(
+            n_samples,
+            means,
+            weights,
+            covariance=component_variance,
+            noise_variance=noise_variance,
+            random_state=rng,
+        )
+        yield Z, X, means, weights

@@ -7,9 +7,10 @@ documented. They therefore run the suite twice:
 
 - as they are, with every check that fits on the 1-D labels listed as an
   expected failure for that reason;
-- on their unsupervised path (``fit(X)`` with ``noise_variance`` given), the
-  suite's labels replaced by ``y=None``; only checks that build their own 1-D
-  ``y`` remain expected failures there.
+- on their unsupervised path (``fit(X)`` with ``noise_variance`` given, which
+  trains by Stein's unbiased risk estimate), the suite's labels replaced by
+  ``y=None``; only checks that build their own 1-D ``y`` remain expected
+  failures there.
 
 The supervised path is covered with properly shaped targets in
 ``test_sklearn_integration.py``.
@@ -67,6 +68,7 @@ BUILD_THEIR_OWN_LABELS = [
     "check_transformer_data_not_an_array",
     "check_transformer_general",
     "check_transformer_preserve_dtypes",
+    "check_transformer_n_iter",
 ]
 
 # BayesDenoiser holds the true mixture, so X must have the means' dimension;
@@ -128,17 +130,16 @@ def test_sklearn_compatible_estimator(estimator, check):
 
 @parametrize_with_checks(
     [
-        SoftmaxAttentionDenoiser(noise_variance=0.5, random_state=0),
-        SoftmaxAttentionDenoiser(n_heads=1, residual=False, noise_variance=0.5, random_state=0),
-        LinearAttentionDenoiser(noise_variance=0.5, random_state=0),
-        LinearAttentionDenoiser(n_layers=2, residual=False, noise_variance=0.5, random_state=0),
-    ],
-    expected_failed_checks=lambda estimator: {
-        **dict.fromkeys(BUILD_THEIR_OWN_LABELS, Y_MUST_MATCH_X),
-        "check_transformer_n_iter": (
-            "without y the closed-form construction is used untrained, so n_iter_ = 0"
+        SoftmaxAttentionDenoiser(noise_variance=0.5, max_iter=20, random_state=0),
+        SoftmaxAttentionDenoiser(
+            n_heads=1, residual=False, noise_variance=0.5, max_iter=20, random_state=0
         ),
-    },
+        LinearAttentionDenoiser(noise_variance=0.5, max_iter=20, random_state=0),
+        LinearAttentionDenoiser(
+            n_layers=2, residual=False, noise_variance=0.5, max_iter=20, random_state=0
+        ),
+    ],
+    expected_failed_checks=lambda estimator: dict.fromkeys(BUILD_THEIR_OWN_LABELS, Y_MUST_MATCH_X),
 )
 def test_sklearn_compatible_unsupervised_path(estimator, check, monkeypatch):
     monkeypatch.setattr(estimator_checks, "_enforce_estimator_tags_y", lambda estimator, y: None)

@@ -1,0 +1,112 @@
+"""Training from noisy data alone (SURE) and denoising new tasks in context."""
+
+import numpy as np
+import pytest
+import torch
+
+from sk_softmix import BayesDenoiser, LinearAttentionDenoiser, SoftmaxAttentionDenoiser
+from sk_softmix.datasets import make_denoising_tasks, make_gaussian_mixture
+
+MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
+TASK = {"covariance": 1.0, "noise_variance": 4.0}
+
+
+def divergence_by_autograd(denoiser, queries, prompt, exclude):
+    """Trace of the Jacobian of the forward pass, one query at a time."""
+    parameters = {
+        name: torch.tensor(getattr(denoiser, f"{name}_")) for name in denoiser._parameter_names()
+    }
+    traces = []
+    for k in range(len(queries)):
+        chunk_exclude = None if exclude is None else exclude[k : k + 1]
+
+        def forward(z, chunk_exclude=chunk_exclude):
+            return denoiser._forward(parameters, z, prompt, chunk_exclude)[0]
+
+        jacobian = torch.autograd.functional.jacobian(forward, queries[k : k + 1])
+        traces.append(torch.trace(jacobian.reshape(queries.shape[1], queries.shape[1])))
+    return torch.stack(traces), parameters
+
+
+@pytest.mark.parametrize(
+    "denoiser",
+    [
+        SoftmaxAttentionDenoiser(n_heads=3, init="random", max_iter=3, random_state=0),
+        SoftmaxAttentionDenoiser(residual=False, init="random", max_iter=3, random_state=0),
+        LinearAttentionDenoiser(n_layers=3, init="random", max_iter=3, random_state=0),
+        LinearAttentionDenoiser(
+            n_layers=2, residual=False, init="random", max_iter=3, random_state=0
+        ),
+    ],
+    ids=["softmax-residual", "softmax-plain", "linear-residual", "linear-plain"],
+)
+@pytest.mark.parametrize("leave_out", [False, True])
+def test_closed_form_divergence_is_the_jacobian_trace(denoiser, leave_out):
+    rng = np.random.default_rng(0)
+    Z, X = rng.normal(size=(50, 3)) * 2, rng.normal(size=(50, 3))
+    denoiser.fit(Z, X)
+    prompt, queries = torch.tensor(Z), torch.tensor(Z[:7] + 0.1)
+    exclude = torch.arange(7) if leave_out else None
+    expected, parameters = divergence_by_autograd(denoiser, queries, prompt, exclude)
+    denoised, divergence = denoiser._forward_and_divergence(parameters, queries, prompt, exclude)
+    torch.testing.assert_close(divergence, expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(denoised, denoiser._forward(parameters, queries, prompt, exclude))
+
+
+def test_sure_is_unbiased_for_the_squared_error():
+    Z, _, _ = make_gaussian_mixture(5_000, MEANS, **TASK, random_state=0)
+    Z_test, X_test, _ = make_gaussian_mixture(20_000, MEANS, **TASK, random_state=1)
+    denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, max_iter=0, random_state=0).fit(Z)
+    errors = np.mean((denoiser.transform(Z_test) - X_test) ** 2, axis=1)
+    estimates = denoiser.sure(Z_test)
+    difference = estimates - errors
+    # E[SURE] = E[error]: the paired mean difference is within 4 standard errors
+    assert abs(difference.mean()) < 4 * difference.std() / np.sqrt(len(difference))
+
+
+@pytest.mark.slow
+def test_sure_training_on_noisy_points_only_reaches_bayes():
+    Z, _, _ = make_gaussian_mixture(20_000, MEANS, **TASK, random_state=0)
+    Z_test, X_test, _ = make_gaussian_mixture(20_000, MEANS, **TASK, random_state=1)
+    denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, random_state=0).fit(Z)  # no y
+    assert denoiser.n_iter_ == denoiser.max_iter
+    bayes = BayesDenoiser(MEANS, **TASK).fit(Z).transform(Z_test)
+    ratio = np.mean((denoiser.transform(Z_test) - X_test) ** 2) / np.mean((bayes - X_test) ** 2)
+    assert ratio < 1.03  # measured 1.012
+
+
+def test_transform_attends_over_a_new_prompt():
+    rng = np.random.default_rng(2)
+    Z, X = rng.normal(size=(60, 2)), rng.normal(size=(60, 2))
+    denoiser = SoftmaxAttentionDenoiser(init="random", max_iter=3, random_state=0).fit(Z, X)
+    new_prompt = rng.normal(size=(40, 2)) + 3
+    queries = rng.normal(size=(5, 2))
+    swapped = SoftmaxAttentionDenoiser(init="random", max_iter=3, random_state=0).fit(Z, X)
+    swapped.prompt_ = new_prompt
+    np.testing.assert_allclose(
+        denoiser.transform(queries, prompt=new_prompt), swapped.transform(queries), rtol=1e-12
+    )
+    assert not np.allclose(
+        denoiser.transform(queries, prompt=new_prompt), denoiser.transform(queries)
+    )
+    with pytest.raises(ValueError, match="prompt has 3 features"):
+        denoiser.transform(queries, prompt=np.ones((4, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        denoiser.transform(queries, prompt=np.full((4, 2), np.nan))
+
+
+def test_denoising_tasks_are_admissible():
+    tasks = list(make_denoising_tasks(20, 500, 3, mean_norm=3.0, random_state=0))
+    assert len(tasks) == 20
+    for Z, X, means, weights in tasks:
+        assert Z.shape == X.shape == (500, 3)
+        np.testing.assert_allclose(np.linalg.norm(means, axis=1), 3.0)
+        assert weights.sum() == pytest.approx(1.0) and np.all(weights >= 0)
+    # 20 tasks x 500 points x 3 features of N(0, 4) noise: the variance of Z - X
+    # is estimated to within a few percent
+    noise = np.concatenate([(Z - X).ravel() for Z, X, _, _ in tasks])
+    assert noise.var() == pytest.approx(4.0, rel=0.03)
+    first = next(make_denoising_tasks(1, 10, 2, random_state=1))[0]
+    np.testing.assert_array_equal(first, next(make_denoising_tasks(1, 10, 2, random_state=1))[0])
+    with pytest.raises(ValueError, match="n_features must be a positive integer"):
+        next(make_denoising_tasks(1, 10, 0))
