@@ -102,8 +102,41 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
 
     # -- internals -------------------------------------------------------------
 
-    def _fit(self, X, y):
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_min_samples=2)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Train on one more task without resetting the weights.
+
+        ``X`` is the task's prompt (noisy points) and ``y`` its clean
+        counterparts, or ``None`` to train by Stein's unbiased risk estimate
+        (then ``noise_variance`` is needed). Each call runs one pass over the
+        task's points (``ceil(n / batch_size)`` Adam steps at a constant
+        ``learning_rate``, the Adam moments carried from call to call) and
+        leaves the task as the fitted prompt. Repeated calls on many tasks
+        meta-train weights that denoise new tasks in context through
+        ``transform(X, prompt=...)`` (Proposition 4.4). The first call
+        initialises as ``fit`` does.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy points of one task.
+        y : array-like of shape (n_samples, n_features), default=None
+            Their clean counterparts.
+
+        Returns
+        -------
+        self : object
+        """
+        # scikit-learn skips parameter validation on partial_fit once fitted;
+        # set_params between tasks is how a schedule is set, so check anyway.
+        self._validate_params()
+        with unchanged_on_error(self):
+            self._fit(X, y, partial=True)
+        return self
+
+    def _fit(self, X, y, partial=False):
+        first = not (partial and hasattr(self, "prompt_"))  # partial_fit continues a fit
+        X = validate_data(self, X, reset=first, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         if y is not None:
             y = check_clean_targets(y, X)
         noise_variance = self.noise_variance
@@ -125,6 +158,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
+        if not first:
+            # a fresh stream per call, still reproducible from random_state
+            random_state = np.random.RandomState(random_state.randint(2**31 - 1) + self.n_iter_)
         if self.prompt_size is None:
             prompt_indices = np.arange(n_samples)
         else:
@@ -132,14 +168,31 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 random_state.choice(n_samples, self.prompt_size, replace=False)
             )
         prompt = X[prompt_indices]
-        parameters = self._initial_parameters(
-            prompt.astype(np.float64), noise_variance, random_state
-        )
-        history = np.empty(0)
-        if self.max_iter > 0:
-            parameters, history = self._train(
-                X, y, noise_variance, prompt_indices, parameters, random_state, device
+        if first:
+            parameters = self._initial_parameters(
+                prompt.astype(np.float64), noise_variance, random_state
             )
+            history = np.empty(0)
+        else:
+            parameters = {name: getattr(self, f"{name}_") for name in self._parameter_names()}
+            history = self.history_
+        optimizer_state = [dict(state) for state in getattr(self, "optimizer_state_", [])]
+        if first:
+            optimizer_state = []
+        n_steps = -(-n_samples // self.batch_size) if partial else self.max_iter
+        if n_steps > 0:
+            parameters, new_history = self._train(
+                X,
+                y,
+                noise_variance,
+                prompt_indices,
+                parameters,
+                random_state,
+                device,
+                n_steps=n_steps,
+                resume=optimizer_state if partial else None,
+            )
+            history = np.concatenate([history, new_history])
 
         self.prompt_ = prompt
         self.prompt_indices_ = prompt_indices
@@ -149,8 +202,24 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         self.history_ = history
         self.n_iter_ = len(history)
         self.device_ = str(device)
+        if partial:
+            self.optimizer_state_ = optimizer_state
+        elif hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_  # a fresh fit starts fresh moments
 
-    def _train(self, X, y, noise_variance, prompt_indices, parameters, random_state, device):
+    def _train(
+        self,
+        X,
+        y,
+        noise_variance,
+        prompt_indices,
+        parameters,
+        random_state,
+        device,
+        *,
+        n_steps,
+        resume=None,
+    ):
         """Minibatch Adam in units where the prompt has RMS 1.
 
         The loss is the squared error against ``y`` when given, otherwise
@@ -187,13 +256,14 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             loss_on,
             list(trained.values()),
             X.shape[0],
-            max_iter=self.max_iter,
+            max_iter=n_steps,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
             random_state=random_state,
             device=device,
             verbose=self.verbose,
             name=type(self).__name__,
+            resume=resume,
         )
         fitted = {
             name: tensor.detach().cpu().numpy().astype(np.float64) / rescale[name]

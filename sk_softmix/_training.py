@@ -19,6 +19,7 @@ def minibatch_adam(
     device: torch.device,
     verbose: int = 0,
     name: str = "",
+    resume: list | None = None,
 ) -> np.ndarray:
     """Minimise ``loss_on(query_indices)`` with Adam on a cosine learning-rate decay.
 
@@ -45,6 +46,11 @@ def minibatch_adam(
         iteration when above 1.
     name : str
         Prefix of the progress lines.
+    resume : list of dict, default=None
+        Adam moments to continue from (``partial_fit``), one dict of NumPy
+        arrays per parameter; then the step size stays constant (there is no
+        horizon to decay over) and the list is updated in place with the new
+        moments. An empty list starts fresh moments and is filled.
 
     Returns
     -------
@@ -52,6 +58,13 @@ def minibatch_adam(
         The minibatch loss of every iteration.
     """
     optimizer = torch.optim.Adam(parameters, lr=learning_rate)
+    if resume:
+        for parameter, saved in zip(parameters, resume, strict=True):
+            optimizer.state[parameter] = {
+                # Adam keeps its step counter on the CPU
+                key: torch.as_tensor(value, device="cpu" if key == "step" else device)
+                for key, value in saved.items()
+            }
     generator = torch.Generator().manual_seed(int(random_state.randint(2**31 - 1)))
     batch_size = min(batch_size, n_queries)
     order = torch.randperm(n_queries, generator=generator)
@@ -64,8 +77,9 @@ def minibatch_adam(
             order, cursor = torch.randperm(n_queries, generator=generator), 0
         batch = order[cursor : cursor + batch_size].to(device)
         cursor += batch_size
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate * 0.5 * (1 + math.cos(math.pi * iteration / max_iter))
+        if resume is None:
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate * 0.5 * (1 + math.cos(math.pi * iteration / max_iter))
         optimizer.zero_grad(set_to_none=True)
         loss = loss_on(batch)
         loss.backward()
@@ -73,4 +87,9 @@ def minibatch_adam(
         losses[iteration] = loss.detach()
         if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
             print(f"[{name}] iteration {iteration + 1}/{max_iter}  loss {loss.item():.6g}")
+    if resume is not None:
+        resume[:] = [
+            {key: value.detach().cpu().numpy() for key, value in optimizer.state[p].items()}
+            for p in parameters
+        ]
     return losses.cpu().numpy().astype(np.float64)

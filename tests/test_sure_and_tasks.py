@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from sk_softmix import BayesDenoiser, LinearAttentionDenoiser, SoftmaxAttentionDenoiser
+from sk_softmix import (
+    BayesDenoiser,
+    GaussianMixtureDenoiser,
+    LinearAttentionDenoiser,
+    SoftmaxAttentionDenoiser,
+)
 from sk_softmix.datasets import make_denoising_tasks, make_gaussian_mixture
 
 MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
@@ -110,3 +115,67 @@ def test_denoising_tasks_are_admissible():
     np.testing.assert_array_equal(first, next(make_denoising_tasks(1, 10, 2, random_state=1))[0])
     with pytest.raises(ValueError, match="n_features must be a positive integer"):
         next(make_denoising_tasks(1, 10, 0))
+
+
+def meta_train(denoiser, n_tasks):
+    """partial_fit over tasks, the step decayed on a cosine over the tasks."""
+    peak = denoiser.learning_rate
+    tasks = make_denoising_tasks(n_tasks, 2_000, 2, random_state=0)
+    for k, (Z, X, _, _) in enumerate(tasks):
+        denoiser.set_params(learning_rate=peak * 0.5 * (1 + np.cos(np.pi * k / n_tasks)))
+        denoiser.partial_fit(Z, X)
+    return denoiser
+
+
+@pytest.mark.slow
+def test_meta_trained_weights_denoise_new_tasks_in_context():
+    """Proposition 4.4 at finite prompts: shared weights, task-specific prompts."""
+    softmax = meta_train(SoftmaxAttentionDenoiser(random_state=0), 200)
+    linear = meta_train(LinearAttentionDenoiser(random_state=0), 200)
+    assert softmax.n_iter_ == 200 * 8  # one pass of 8 minibatches per task
+    ratios = {}
+    for prompt_length in (500, 2_000, 8_000):
+        rows = []
+        tasks = make_denoising_tasks(50, prompt_length + 2_000, 2, random_state=1)
+        for Z, X, means, weights in tasks:
+            prompt, queries, clean = Z[:prompt_length], Z[prompt_length:], X[prompt_length:]
+            bayes = BayesDenoiser(means, weights, **TASK).fit(queries).transform(queries)
+            risk = np.mean((bayes - clean) ** 2)
+            row = [
+                np.mean((softmax.transform(queries, prompt=prompt) - clean) ** 2) / risk,
+                np.mean((linear.transform(queries, prompt=prompt) - clean) ** 2) / risk,
+            ]
+            if prompt_length == 2_000:
+                refit = GaussianMixtureDenoiser(noise_variance=4.0, random_state=0).fit(prompt)
+                row.append(np.mean((refit.transform(queries) - clean) ** 2) / risk)
+            rows.append(row)
+        ratios[prompt_length] = np.mean(rows, axis=0)
+    # Measured: softmax 1.096, 1.043, 1.025 over Bayes at 500, 2,000, 8,000
+    # prompt points; a GaussianMixtureDenoiser refit per task 1.019 at 2,000;
+    # linear attention about 1.8 at every length. (The population construction
+    # is about 22% above Bayes at 2,000 points.)
+    assert ratios[2_000][0] < 1.05
+    assert ratios[500][0] > ratios[2_000][0] > ratios[8_000][0]
+    assert ratios[2_000][2] < ratios[2_000][0]  # the per-task refit is the reference
+    assert all(ratio[1] > 1.5 for ratio in ratios.values())
+
+
+def test_partial_fit_continues_and_rejects_other_feature_counts():
+    tasks = list(make_denoising_tasks(3, 300, 2, random_state=3))
+    denoiser = SoftmaxAttentionDenoiser(batch_size=100, random_state=0)
+    denoiser.partial_fit(*tasks[0][:2])
+    assert denoiser.n_iter_ == 3 and len(denoiser.optimizer_state_) == 3  # U, V, skip
+    first_U = denoiser.U_.copy()
+    denoiser.partial_fit(*tasks[1][:2])
+    assert denoiser.n_iter_ == 6 and not np.array_equal(denoiser.U_, first_U)
+    np.testing.assert_array_equal(denoiser.prompt_, tasks[1][0])  # the last task's prompt
+    before = denoiser.transform(tasks[2][0])
+    with pytest.raises(ValueError, match="X has 3 features"):
+        denoiser.partial_fit(np.ones((10, 3)), np.ones((10, 3)))
+    with pytest.raises(ValueError, match="noise_variance"):
+        denoiser.set_params(noise_variance=-1.0).partial_fit(tasks[2][0])
+    denoiser.set_params(noise_variance=None)
+    np.testing.assert_array_equal(denoiser.transform(tasks[2][0]), before)
+    # a full fit starts over: fresh weights and no carried Adam moments
+    denoiser.fit(*tasks[2][:2])
+    assert denoiser.n_iter_ == denoiser.max_iter and not hasattr(denoiser, "optimizer_state_")
