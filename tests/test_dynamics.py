@@ -75,3 +75,34 @@ def test_plot_trajectories_draws_every_start():
     means, _ = point_masses(1.5)
     ax = plot_trajectories(oracle(means), starts(12), 20, means=means, noise_variance=1.0)
     assert len(ax.lines) == 12
+
+
+@pytest.mark.slow
+def test_the_transition_is_visible_with_a_fitted_attention_denoiser():
+    """Proposition 4.3 through a trained SoftmaxAttentionDenoiser (5,000-point prompt).
+
+    The finite prompt shifts the attractors a little: measured, lambda = 0.8
+    collapses every start onto one point at u = 0.11 (the midpoint is u = 0);
+    lambda = 1.5 sends 99% of the starts to their own side's attractor at
+    u = +-0.985 (u* = 0.9755).
+    """
+    from sk_softmix import SoftmaxAttentionDenoiser
+    from sk_softmix.datasets import make_gaussian_mixture
+
+    points = np.random.default_rng(1).normal(size=(300, 2)) * 2
+    for lam in (0.8, 1.5):
+        half_gap = lam * np.array([0.6, 0.8])
+        means = np.stack([half_gap, -half_gap])  # centred at the origin
+        Z, X, _ = make_gaussian_mixture(
+            5_000, means, covariance=0.0, noise_variance=1.0, random_state=0
+        )
+        denoiser = SoftmaxAttentionDenoiser(random_state=0).fit(Z, X)
+        final = iterate(denoiser, points, 100)[-1]
+        u = final @ half_gap / (half_gap @ half_gap)
+        if lam < 1:
+            assert np.ptp(final, axis=0).max() < 0.01  # one attractor for every start
+            assert abs(u[0]) < 0.3
+        else:
+            u_star = fixed_points(means, 0.0, 1.0)[0] @ half_gap / (half_gap @ half_gap)
+            assert np.all(np.abs(np.abs(u) - u_star) < 0.15)
+            assert np.mean(np.sign(u) == np.sign(points @ half_gap)) > 0.95
