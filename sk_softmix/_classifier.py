@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import as_tensor, resolve_device
 from ._training import minibatch_adam
-from ._validation import unchanged_on_error
+from ._validation import choose_prompt, prompt_positions, unchanged_on_error
 from .attention import softmax_attention
 from .lda import class_statistics, effective_coordinates, lda_construction, lda_coordinates
 
@@ -344,16 +344,9 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 "Every class needs at least 2 samples (a training query leaves itself "
                 f"out of the prompt); class {classes[counts.argmin()]!r} has {counts.min()}."
             )
-        if self.prompt_size is not None and self.prompt_size > len(X):
-            raise ValueError(
-                f"prompt_size={self.prompt_size} exceeds the {len(X)} samples passed to fit."
-            )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
-        if self.prompt_size is None:
-            prompt_indices = np.arange(len(X))
-        else:
-            prompt_indices = np.sort(random_state.choice(len(X), self.prompt_size, replace=False))
+        prompt_indices = choose_prompt(len(X), self.prompt_size, random_state)
         prompt_X, prompt_y = X[prompt_indices], labels[prompt_indices]
         if len(np.unique(prompt_y)) < len(classes):
             raise ValueError(
@@ -442,9 +435,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         prompt = self._tokens(
             queries[as_tensor(prompt_indices, device)], targets[as_tensor(prompt_indices, device)]
         )
-        positions = np.full(len(X), -1, dtype=np.int64)
-        positions[prompt_indices] = np.arange(len(prompt_indices))
-        exclude = as_tensor(positions, device)
+        exclude = as_tensor(prompt_positions(prompt_indices, len(X)), device)
         trained = {
             name: as_tensor(
                 value * scale ** _SCALE_POWER[name], device, torch.float32

@@ -18,7 +18,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
 from ._training import minibatch_adam
-from ._validation import check_clean_targets, unchanged_on_error
+from ._validation import (
+    check_clean_targets,
+    choose_prompt,
+    prompt_positions,
+    unchanged_on_error,
+)
 
 
 class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
@@ -98,7 +103,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         """
         self.fit(X, y)
         X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        return self._denoise(X, exclude=self._prompt_positions(X.shape[0]))
+        return self._denoise(X, exclude=prompt_positions(self.prompt_indices_, X.shape[0]))
 
     # -- internals -------------------------------------------------------------
 
@@ -151,22 +156,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 "alone by Stein's unbiased risk estimate); got neither."
             )
         n_samples = X.shape[0]
-        if self.prompt_size is not None and self.prompt_size > n_samples:
-            raise ValueError(
-                f"prompt_size={self.prompt_size} exceeds the {n_samples} samples "
-                "passed to fit; use prompt_size=None to use them all."
-            )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
         if not first:
             # a fresh stream per call, still reproducible from random_state
             random_state = np.random.RandomState(random_state.randint(2**31 - 1) + self.n_iter_)
-        if self.prompt_size is None:
-            prompt_indices = np.arange(n_samples)
-        else:
-            prompt_indices = np.sort(
-                random_state.choice(n_samples, self.prompt_size, replace=False)
-            )
+        prompt_indices = choose_prompt(n_samples, self.prompt_size, random_state)
         prompt = X[prompt_indices]
         if first:
             parameters = self._initial_parameters(
@@ -237,7 +232,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         targets = None if y is None else as_tensor(y / scale, device, torch.float32)
         xi2 = noise_variance / scale2
         prompt = queries[as_tensor(prompt_indices, device)]
-        exclude = as_tensor(self._positions_in(prompt_indices, X.shape[0]), device)
+        exclude = as_tensor(prompt_positions(prompt_indices, X.shape[0]), device)
         trained = {
             name: as_tensor(value * rescale[name], device, torch.float32).requires_grad_(True)
             for name, value in parameters.items()
@@ -359,16 +354,6 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 chunk_exclude = None if exclude is None else exclude[start:stop]
                 chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))
         return torch.cat(chunks).cpu().numpy()
-
-    def _prompt_positions(self, n_samples):
-        return self._positions_in(self.prompt_indices_, n_samples)
-
-    @staticmethod
-    def _positions_in(prompt_indices, n_samples):
-        """For each training sample, its row in the prompt, or -1 if not in it."""
-        positions = np.full(n_samples, -1, dtype=np.int64)
-        positions[prompt_indices] = np.arange(len(prompt_indices))
-        return positions
 
 
 def stein_risk(denoised, queries, divergence, noise_variance):

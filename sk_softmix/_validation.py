@@ -38,3 +38,29 @@ def unchanged_on_error(estimator):
         estimator.__dict__.clear()
         estimator.__dict__.update(saved)
         raise
+
+
+def choose_prompt(n_samples: int, prompt_size, random_state) -> np.ndarray:
+    """Sorted rows of the training set that form the prompt.
+
+    ``prompt_size=None`` takes every row; an int takes a random subset.
+    """
+    if prompt_size is None:
+        return np.arange(n_samples)
+    if prompt_size > n_samples:
+        raise ValueError(
+            f"prompt_size={prompt_size} exceeds the {n_samples} samples passed to fit; "
+            "use prompt_size=None to use them all."
+        )
+    return np.sort(random_state.choice(n_samples, prompt_size, replace=False))
+
+
+def prompt_positions(prompt_indices: np.ndarray, n_samples: int) -> np.ndarray:
+    """For each training sample, its row in the prompt, or -1 if not in it.
+
+    This is the ``exclude`` argument of the attention engine: a training
+    query never attends to its own copy.
+    """
+    positions = np.full(n_samples, -1, dtype=np.int64)
+    positions[prompt_indices] = np.arange(len(prompt_indices))
+    return positions
