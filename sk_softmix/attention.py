@@ -250,14 +250,7 @@ def attention_covariance(
         with torch.no_grad():
             return _weighted_moments(transformed, prompt, exclude, second=True)
     weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
-    centre = prompt.mean(dim=0)
-    centred = (prompt - centre).to(weights.dtype)
-    p = prompt.shape[-1]
-    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
-    moments = weights @ torch.cat([centred, products], dim=-1)  # (H, n, p + p*p)
-    mean = moments[..., :p]
-    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
-    return (mean + centre).to(transformed.dtype), covariance.to(transformed.dtype)
+    return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
 
 
 class _ClosedFormMean(torch.autograd.Function):
@@ -285,8 +278,15 @@ def _weighted_moments(transformed, prompt, exclude, *, second):
     if not second:
         mean = (weights @ prompt.to(weights.dtype)) / total  # (H, n, L) @ (L, p) -> (H, n, p)
         return mean.to(transformed.dtype), None
-    # Moments about the prompt's centre: the covariance then does not suffer
-    # cancellation when the data sit far from the origin.
+    return _mean_and_covariance(weights, total, prompt, transformed.dtype)
+
+
+def _mean_and_covariance(weights, total, prompt, dtype):
+    """Mean and covariance of the prompt under the weights ``weights / total``.
+
+    Moments are taken about the prompt's centre, so the covariance does not
+    suffer cancellation when the data sit far from the origin.
+    """
     centre = prompt.mean(dim=0)
     centred = (prompt - centre).to(weights.dtype)  # (L, p)
     p = prompt.shape[-1]
@@ -294,7 +294,7 @@ def _weighted_moments(transformed, prompt, exclude, *, second):
     moments = (weights @ torch.cat([centred, products], dim=-1)) / total  # (H, n, p + p*p)
     mean = moments[..., :p]
     covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
-    return (mean.to(transformed.dtype) + centre), covariance.to(transformed.dtype)
+    return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
 
 
 def _scores(transformed, prompt, exclude):
