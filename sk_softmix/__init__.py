@@ -17,6 +17,7 @@ constructions closed-form parameters that equal the Bayes denoiser
 lda           the classifier head's effective coordinates and population dynamics
 risk          Bayes, best linear and best affine risks
 datasets      Gaussian-mixture data generators
+dynamics      the iterated denoiser and its clustering transition
 study         the comparison study behind ``python -m sk_softmix compare``
 """
 

@@ -66,9 +66,9 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
     noise_variance_ : float
         ``xi^2``.
     n_features_in_ : int
-        Number of features seen during :term:`fit`.
+        Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during :term:`fit`. Defined only when `X`
+        Names of features seen during ``fit``. Defined only when ``X``
         has feature names that are all strings.
 
     See Also

@@ -71,9 +71,9 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
     n_iter_ : int
         EM iterations of the best of the ``n_init`` fits.
     n_features_in_ : int
-        Number of features seen during :term:`fit`.
+        Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during :term:`fit`. Defined only when `X`
+        Names of features seen during ``fit``. Defined only when ``X``
         has feature names that are all strings.
 
     See Also

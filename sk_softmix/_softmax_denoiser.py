@@ -37,8 +37,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         ``False``: the plain sum of heads, the form of Theorem 4.1.
     noise_variance : float, default=None
         Variance ``xi^2`` of the Gaussian noise in ``X``, used by
-        ``init="bayes"``. When omitted and clean targets ``y`` are given, it is
-        estimated as the mean square of ``X - y`` (which is the noise itself).
+        ``init="bayes"`` and, when ``fit`` gets no clean targets, by training
+        on Stein's unbiased risk estimate. When omitted and clean targets
+        ``y`` are given, it is estimated as the mean square of ``X - y``
+        (which is the noise itself).
     init : {"bayes", "random"}, default="bayes"
         ``"bayes"``: start from the closed-form population construction (see
         Notes), with ``S`` and the means estimated by a ``GaussianMixture``
@@ -78,15 +80,21 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         Value matrices.
     skip_ : ndarray of shape (n_features, n_features)
         Skip map ``A``; only with ``residual=True``.
-    history_ : ndarray of shape (n_iter_,)
-        Training loss (mean squared error on the minibatch) per iteration.
+    noise_variance_ : float
+        The noise variance used (given, or estimated from ``X - y``).
+    history_ : ndarray of shape (`n_iter_`,)
+        Training loss per iteration, per entry: the minibatch mean squared
+        error against ``y``, or its SURE estimate when trained without ``y``.
     n_iter_ : int
         Number of training iterations run.
     device_ : str
         Device the model was fitted on.
+    optimizer_state_ : list of dict
+        Adam moments carried from one ``partial_fit`` call to the next; only
+        after ``partial_fit``.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column names.
 
     See Also

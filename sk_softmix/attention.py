@@ -71,10 +71,23 @@ def softmax_attention(
 
     Returns
     -------
-    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D.
+    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D
+        ``T_{U_h, V_h}(z)`` for each head and query.
+
+    See Also
+    --------
+    linear_attention : The linear head, ``(1/L) sum_i (z_i^T U z) V z_i``.
+    combine_heads : Sum the heads, add residual or skip terms.
+    sk_softmix.population.population_softmax_attention : The limit of this
+        head as the prompt length grows, for a Gaussian-mixture prompt.
 
     Notes
     -----
+    ``T(z) = sum_i softmax_i(z_i^T U z) V z_i`` (SPEC section 1; eq. 1 of
+    Gabet, Boursier & Boyer, 2026, on the prompt's empirical measure). Memory
+    is ``H * batch_size * L`` scores at a time, time
+    ``O(n L p H)``.
+
     Scores are shifted by their maximum before exponentiation, and computed in
     float64 when their a-priori bound ``max ||U z|| max ||z_i||`` would
     overflow the input dtype, so finite inputs never give NaN or inf.
@@ -87,6 +100,15 @@ def softmax_attention(
     >>> out = softmax_attention(torch.zeros(1, 2), prompt, torch.eye(2), torch.eye(2))
     >>> out  # a zero query weighs every token equally
     tensor([[0.5000, 0.5000]])
+
+    A query aligned with a token weighs it more; leaving that token out
+    (``exclude``) leaves only the other one:
+
+    >>> query = torch.tensor([[3.0, 0.0]])
+    >>> softmax_attention(query, prompt, torch.eye(2), torch.eye(2)).round(decimals=4)
+    tensor([[0.9526, 0.0474]])
+    >>> softmax_attention(query, prompt, torch.eye(2), torch.eye(2), exclude=torch.tensor([0]))
+    tensor([[0., 1.]])
     """
     single_head = U.dim() == 2
     U, V = _as_heads(U, V, queries.shape[-1])
@@ -127,16 +149,32 @@ def linear_attention(
     Parameters
     ----------
     queries : Tensor of shape (n, p)
+        The query tokens ``z``.
     prompt : Tensor of shape (L, p)
+        The prompt tokens ``z_i``: keys and values at once.
     U : Tensor of shape (H, p, p) or (p, p)
+        Interaction (key-query) matrices, one per head.
     V : Tensor of shape (H, q, p) or (q, p)
+        Value matrices, one per head.
     exclude : Tensor of shape (n,), dtype int64, default=None
         Index of a prompt token each query leaves out (``-1``: none); the
         average then runs over the other ``L - 1`` tokens.
 
     Returns
     -------
-    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D.
+    Tensor of shape (H, n, q), or (n, q) when ``U`` is 2-D
+        ``T(z)`` for each head and query.
+
+    See Also
+    --------
+    softmax_attention : The softmax head, whose weights depend on the query.
+    stacked_linear_attention : Several linear layers, still linear in the query.
+
+    Notes
+    -----
+    On a mixture prompt law linear attention weighs the components by their
+    fixed proportions: ``T_lin[sum_k pi_k mu_k] = sum_k pi_k T_lin[mu_k]``,
+    blind to the query (Section 2 of Gabet, Boursier & Boyer, 2026).
 
     Examples
     --------
@@ -145,6 +183,16 @@ def linear_attention(
     >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     >>> linear_attention(torch.tensor([[2.0, 0.0]]), prompt, torch.eye(2), torch.eye(2))
     tensor([[1., 0.]])
+
+    It is the linear map ``V G U / L``, ``G`` the prompt's Gram matrix:
+
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> prompt, queries, U, V = (
+    ...     torch.randn(*shape, generator=generator) for shape in [(50, 3), (4, 3), (3, 3), (3, 3)]
+    ... )
+    >>> out = linear_attention(queries, prompt, U, V)
+    >>> torch.allclose(out, queries @ (V @ prompt.T @ prompt @ U / 50).T, atol=1e-5)
+    True
     """
     single_head = U.dim() == 2
     U, V = _as_heads(U, V, queries.shape[-1])
@@ -181,13 +229,21 @@ def attention_mean(
         ``U_h z`` for each head and query: the weights are
         ``softmax_i(z_i . transformed)``.
     prompt : Tensor of shape (L, p)
+        The prompt tokens ``z_i``.
     exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query must not attend to, ``-1`` for none.
     method : {"matmul", "sdpa", "reference"}, default="matmul"
+        As in :func:`softmax_attention` (``"auto"`` is resolved there).
 
     Returns
     -------
     Tensor of shape (H, n, p)
         ``sum_i a_i z_i``, differentiable with respect to ``transformed``.
+
+    See Also
+    --------
+    softmax_attention : Applies ``U`` before and ``V`` after this average.
+    attention_covariance : The same weights' mean and covariance.
 
     Notes
     -----
@@ -196,6 +252,24 @@ def attention_mean(
     - mean mean^T`` (SPEC section 4). For small ``p`` the ``"matmul"`` method
     computes it in the forward pass and uses it as the backward, which costs
     far less than storing the ``(H, n, L)`` weights for autograd.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import attention_mean
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> transformed = torch.tensor([[[0.0, 0.0], [2.0, 0.0]]])  # one head, two queries
+    >>> attention_mean(transformed, prompt).round(decimals=4)
+    tensor([[[0.5000, 0.5000],
+             [0.8808, 0.1192]]])
+
+    The fast path and the plain ``softmax(scores) @ prompt`` agree:
+
+    >>> torch.allclose(
+    ...     attention_mean(transformed, prompt),
+    ...     attention_mean(transformed, prompt, method="reference"),
+    ... )
+    True
     """
     needs_grad = torch.is_grad_enabled() and transformed.requires_grad
     if method == "sdpa":
@@ -229,15 +303,23 @@ def attention_covariance(
     Parameters
     ----------
     transformed : Tensor of shape (H, n, p)
+        ``U_h z`` for each head and query, as in :func:`attention_mean`.
     prompt : Tensor of shape (L, p)
+        The prompt tokens ``z_i``.
     exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query must not attend to, ``-1`` for none.
 
     Returns
     -------
     mean : Tensor of shape (H, n, p)
+        ``sum_i a_i z_i``, with ``a_i = softmax_i(z_i . transformed)``.
     covariance : Tensor of shape (H, n, p, p)
         ``sum_i a_i (z_i - mean)(z_i - mean)^T``, the Jacobian of ``mean`` with
         respect to ``transformed``.
+
+    See Also
+    --------
+    attention_mean : The mean alone, with a cheaper backward pass.
 
     Notes
     -----
@@ -245,6 +327,28 @@ def attention_covariance(
     weights): Stein's unbiased risk estimate trains through the covariance,
     since the divergence of a softmax head is ``tr(V Cov_a U)``. Without
     gradients the in-place path of :func:`attention_mean` is used.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import attention_covariance
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> mean, covariance = attention_covariance(torch.zeros(1, 1, 2), prompt)
+    >>> mean
+    tensor([[[0.5000, 0.5000]]])
+    >>> covariance  # two equally weighted tokens
+    tensor([[[[ 0.2500, -0.2500],
+              [-0.2500,  0.2500]]]])
+
+    The covariance is the Jacobian of the mean:
+
+    >>> transformed = torch.tensor([[[0.3, -0.2]]], dtype=torch.float64)
+    >>> jacobian = torch.autograd.functional.jacobian(
+    ...     lambda t: attention_covariance(t, prompt.double())[0], transformed
+    ... )
+    >>> covariance = attention_covariance(transformed, prompt.double())[1]
+    >>> torch.allclose(jacobian.reshape(2, 2), covariance[0, 0])
+    True
     """
     if not (torch.is_grad_enabled() and transformed.requires_grad):
         with torch.no_grad():
@@ -382,10 +486,15 @@ def stacked_linear_attention(
     Parameters
     ----------
     queries : Tensor of shape (n, p)
+        The query tokens.
     prompt : Tensor of shape (L, p)
+        The prompt tokens at the first layer.
     U : Tensor of shape (n_layers, H, p, p)
+        Interaction matrices, per layer and head.
     V : Tensor of shape (n_layers, H, p, p)
+        Value matrices, per layer and head.
     residual : bool, default=True
+        Whether each layer adds its input back.
     exclude : Tensor of shape (n,), dtype int64, default=None
         Index of a prompt token each query leaves out of its prompt (``-1``:
         none); such a query gets its own ``Sigma``, so the work is then
@@ -394,6 +503,20 @@ def stacked_linear_attention(
     Returns
     -------
     Tensor of shape (n, p)
+        The queries after the last layer.
+
+    See Also
+    --------
+    stacked_linear_maps : The matrix the stack applies to every query.
+    sk_softmix.risk.best_linear_risk : The risk no such stack can beat on a
+        denoising task.
+
+    Notes
+    -----
+    Because the output is a fixed matrix times the query, a denoiser built
+    from this stack, however deep, has a risk at least the best linear risk,
+    strictly above the Bayes risk of a mixture of separated components
+    (Theorem 4.1 of Gabet, Boursier & Boyer, 2026).
 
     Examples
     --------
@@ -403,6 +526,10 @@ def stacked_linear_attention(
     >>> U = torch.eye(2).expand(2, 1, 2, 2)  # two layers, one head each
     >>> stacked_linear_attention(torch.tensor([[2.0, 0.0]]), prompt, U, U)
     tensor([[6.3750, 0.0000]])
+
+    Layer one multiplies by ``I + Sigma = 1.5 I`` and turns ``Sigma = I / 2``
+    into ``1.125 I``; layer two multiplies by ``2.125 I``:
+    ``2 * 1.5 * 2.125 = 6.375``.
     """
     _check_prompt(queries, prompt, exclude)
     maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
@@ -417,14 +544,21 @@ def stacked_linear_maps(
     residual: bool = True,
     exclude: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The matrix ``M_K ... M_1`` that a stack of linear layers applies to a query.
+    """The matrix that a stack of linear-attention layers applies to a query.
+
+    That is ``M_K ... M_1``, with ``M_l = [I +] sum_h V_h Sigma_l U_h`` and
+    ``Sigma_l`` the prompt's second-moment matrix at layer ``l``.
 
     Parameters
     ----------
     prompt : Tensor of shape (L, p)
+        The prompt tokens at the first layer.
     U : Tensor of shape (n_layers, H, p, p)
+        Interaction matrices, per layer and head.
     V : Tensor of shape (n_layers, H, p, p)
+        Value matrices, per layer and head.
     residual : bool, default=True
+        Whether each layer adds its input back (the ``I +`` above).
     exclude : Tensor of shape (n,), dtype int64, default=None
         As in :func:`stacked_linear_attention`: each query then has its own map.
 
@@ -433,6 +567,10 @@ def stacked_linear_maps(
     Tensor of shape (1, p, p), or (n, p, p) with ``exclude``
         Its trace is the divergence of the stack, the term Stein's unbiased
         risk estimate needs.
+
+    See Also
+    --------
+    stacked_linear_attention : The stack applied to queries.
 
     Examples
     --------
@@ -490,14 +628,19 @@ def combine_heads(
     heads : Tensor of shape (H, n, q)
         Head outputs ``T_h(z)``, as returned by :func:`softmax_attention`.
     queries : Tensor of shape (n, p)
+        The queries ``z`` the heads were evaluated at.
     residual : bool, default=False
-        Needs ``q == p``.
+        Add the query to every head's output, ``z + T_h(z)``; needs ``q == p``.
     output_map : Tensor of shape (r, H * q), default=None
+        ``W_out``, applied to the concatenated head outputs; ``None`` sums
+        them (then ``r = q``).
     skip : Tensor of shape (r, p), default=None
+        Skip map ``A``: ``A z`` is added to the result.
 
     Returns
     -------
     Tensor of shape (n, r)
+        One prediction per query.
 
     Examples
     --------
@@ -506,6 +649,18 @@ def combine_heads(
     >>> heads = torch.ones(2, 1, 2)  # two heads, one query, outputs (1, 1)
     >>> combine_heads(heads, torch.tensor([[1.0, -1.0]]), residual=True)
     tensor([[4., 0.]])
+
+    Proposition 4.4's output map ``W_out = (I, -2c I)`` over two residual heads
+    equals a skip ``(1 - 2c) I`` plus the first head (the second is zero):
+
+    >>> c, z = 0.8, torch.tensor([[1.0, -1.0]])
+    >>> heads = torch.stack([torch.tensor([[0.3, 0.2]]), torch.zeros(1, 2)])
+    >>> W_out = torch.cat([torch.eye(2), -2 * c * torch.eye(2)], dim=1)
+    >>> torch.allclose(
+    ...     combine_heads(heads, z, residual=True, output_map=W_out),
+    ...     combine_heads(heads[:1], z, skip=(1 - 2 * c) * torch.eye(2)),
+    ... )
+    True
     """
     n_heads, n_queries, width = heads.shape
     if residual:

@@ -34,8 +34,32 @@ def in_context_construction(
     Returns
     -------
     U : ndarray of shape (p, p)
+        Interaction matrix ``S^{-1}``.
     V : ndarray of shape (p, p)
+        Value matrix ``xi^2 S^{-1}``.
     skip : ndarray of shape (p, p)
+        Skip map ``I - 2 xi^2 S^{-1}``.
+
+    See Also
+    --------
+    two_head_construction : Two plain heads for one known task.
+    sk_softmix.SoftmaxAttentionDenoiser : Starts from this construction with
+        ``residual=True, init="bayes"``.
+
+    Notes
+    -----
+    The paper writes the architecture as two residual heads
+    ``T^res = z + T(z)`` under an output map ``W_out = (I, -2c I)``, with
+    ``U_2 = V_2 = 0`` (Proposition 4.4); expanding the residuals gives the
+    skip ``(1 - 2c) I`` used here. On the noisy prompt law the head is
+    ``c z + c sum_k alpha_k(z) m_k`` with the Bayes gate, so
+    ``f(z) = (1 - c) z + c sum_k alpha_k(z) m_k = E[X | Z = z]``.
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       Proposition 4.4.
 
     Examples
     --------
@@ -44,6 +68,22 @@ def in_context_construction(
     >>> U, V, skip = in_context_construction(5.0 * np.eye(2), 4.0)
     >>> float(U[0, 0]), float(V[0, 0]), round(float(skip[0, 0]), 2)
     (0.2, 0.8, -0.6)
+
+    The same parameters give the Bayes denoiser of two different tasks, on
+    their noisy prompt laws:
+
+    >>> from sk_softmix import BayesDenoiser
+    >>> from sk_softmix.population import population_softmax_attention
+    >>> z = np.array([[1.0, 2.0], [-4.0, 0.5], [6.0, -3.0]])
+    >>> for means, weights in [([[3.0, 0.0], [0.0, 3.0]], [0.3, 0.7]),
+    ...                        ([[-1.0, 2.0], [2.0, 1.0]], [0.5, 0.5])]:
+    ...     noisy = np.stack([5.0 * np.eye(2)] * 2)  # S = (1 + 4) I
+    ...     head = population_softmax_attention(z, np.array(means), np.array(weights),
+    ...                                         noisy, U, V)
+    ...     bayes = BayesDenoiser(means, weights, covariance=1.0, noise_variance=4.0)
+    ...     print(np.allclose(z @ skip.T + head, bayes.fit(z).transform(z)))
+    True
+    True
     """
     precision = np.linalg.inv(noisy_covariance)
     precision = (precision + precision.T) / 2
@@ -66,19 +106,52 @@ def single_head_construction(
     Parameters
     ----------
     noisy_covariance : ndarray of shape (p, p)
+        ``S = Gamma + xi^2 I``.
 
     Returns
     -------
     U : ndarray of shape (p, p)
+        Interaction matrix ``S^{-1}``, which reproduces the Bayes gate.
     V : ndarray of shape (p, p)
+        Value matrix ``I / 2``.
+
+    See Also
+    --------
+    two_head_construction : Exact for any signal and noise variances.
+
+    Notes
+    -----
+    With ``U = S^{-1}`` the head on the noisy prompt law is
+    ``V z + V sum_k beta_k(z) m_k``, while the Bayes denoiser multiplies
+    ``z`` by ``gamma^2 / (gamma^2 + xi^2)`` and the barycentre by
+    ``xi^2 / (gamma^2 + xi^2)``: one value matrix can apply both factors only
+    when they are equal, and then ``V = I / 2`` (Theorem 4.1).
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       Theorem 4.1 and Appendix C.5.
 
     Examples
     --------
     >>> import numpy as np
     >>> from sk_softmix.constructions import single_head_construction
-    >>> U, V = single_head_construction(2.0 * np.eye(2))
+    >>> U, V = single_head_construction(4.0 * np.eye(2))  # gamma^2 = xi^2 = 2
     >>> float(U[0, 0]), float(V[0, 0])
-    (0.5, 0.5)
+    (0.25, 0.5)
+
+    The head is then the Bayes denoiser:
+
+    >>> from sk_softmix import BayesDenoiser
+    >>> from sk_softmix.population import population_softmax_attention
+    >>> means, weights = np.array([[3.0, 0.0], [0.0, 3.0]]), np.array([0.3, 0.7])
+    >>> z = np.array([[1.0, 2.0], [-4.0, 0.5]])
+    >>> head = population_softmax_attention(z, means, weights,
+    ...                                     np.stack([4.0 * np.eye(2)] * 2), U, V)
+    >>> bayes = BayesDenoiser(means, weights, covariance=2.0, noise_variance=2.0)
+    >>> bool(np.allclose(head, bayes.fit(z).transform(z)))
+    True
     """
     precision = np.linalg.inv(noisy_covariance)
     return (precision + precision.T) / 2, np.eye(precision.shape[0]) / 2
@@ -105,6 +178,7 @@ def two_head_construction(
     Parameters
     ----------
     means : ndarray of shape (2, p)
+        The two clean means ``m_1``, ``m_2``, of equal norms.
     component_variance : float
         ``gamma^2``, the variance of each clean component along every axis.
     noise_variance : float
@@ -113,15 +187,50 @@ def two_head_construction(
     Returns
     -------
     U : ndarray of shape (2, p, p)
+        Interaction matrices of the two heads.
     V : ndarray of shape (2, p, p)
+        Value matrices of the two heads.
+
+    See Also
+    --------
+    single_head_construction : One head, exact only when ``gamma^2 = xi^2``.
+    in_context_construction : One residual head for every task at once.
+    sk_softmix.SoftmaxAttentionDenoiser : Starts from this construction with
+        ``residual=False, init="bayes"``.
+
+    Notes
+    -----
+    Each value matrix keeps one mean and cancels the other, while the two
+    linear parts add up to the shrinkage ``gamma^2 / s`` (Appendix C.6 of the
+    paper). It stays exact for point masses (``gamma^2 = 0``, Remark 4.2).
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       Theorem 4.1 and Appendix C.6.
 
     Examples
     --------
     >>> import numpy as np
     >>> from sk_softmix.constructions import two_head_construction
-    >>> U, V = two_head_construction(np.array([[3.0, 0.0], [0.0, 3.0]]), 1.0, 4.0)
+    >>> means = np.array([[3.0, 0.0], [0.0, 3.0]])  # the paper's Figure 2 task
+    >>> U, V = two_head_construction(means, 1.0, 4.0)
     >>> U.shape, V.shape
     ((2, 2, 2), (2, 2, 2))
+
+    On the noisy prompt law the sum of the two heads is the Bayes denoiser,
+    whatever the weights:
+
+    >>> from sk_softmix import BayesDenoiser
+    >>> from sk_softmix.population import population_softmax_attention
+    >>> weights, noisy = np.array([0.3, 0.7]), np.stack([5.0 * np.eye(2)] * 2)
+    >>> z = np.array([[1.0, 2.0], [-4.0, 0.5], [6.0, -3.0]])
+    >>> heads = sum(population_softmax_attention(z, means, weights, noisy, U[h], V[h])
+    ...             for h in range(2))
+    >>> bayes = BayesDenoiser(means, weights, covariance=1.0, noise_variance=4.0)
+    >>> bool(np.allclose(heads, bayes.fit(z).transform(z)))
+    True
     """
     means = np.asarray(means, dtype=float)
     if means.shape[0] != 2 or means.ndim != 2:

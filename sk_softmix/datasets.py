@@ -64,12 +64,21 @@ def make_gaussian_mixture(
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sk_softmix.datasets import make_gaussian_mixture
     >>> Z, X, labels = make_gaussian_mixture(
     ...     5, [[3.0, 0.0], [0.0, 3.0]], noise_variance=4.0, random_state=0
     ... )
     >>> Z.shape, X.shape, labels.shape
     ((5, 2), (5, 2), (5,))
+
+    ``Z - X`` is the noise, of variance ``xi^2``:
+
+    >>> Z, X, labels = make_gaussian_mixture(
+    ...     20_000, [[3.0, 0.0], [0.0, 3.0]], noise_variance=4.0, random_state=0
+    ... )
+    >>> round(float(np.var(Z - X)), 1), X[labels == 0].mean(axis=0).round(1).tolist()
+    (4.0, [3.0, 0.0])
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, Integral):
         raise ValueError(f"n_samples must be an integer >= 1; got {n_samples!r}.")
@@ -113,19 +122,37 @@ def make_lda(
     covariance : float or array-like of shape (n_features, n_features), default=1.0
         The shared ``Gamma``: a scalar ``gamma^2`` or a matrix.
     random_state : int, RandomState instance or None, default=None
+        Seed of the labels and the points.
 
     Returns
     -------
     X : ndarray of shape (n_samples, n_features)
+        The points.
     y : ndarray of shape (n_samples,)
         Labels in {-1, +1}.
 
+    See Also
+    --------
+    sk_softmix.SoftmaxAttentionClassifier : Learns the Bayes score of this model.
+    sk_softmix.lda.lda_coordinates : That Bayes score in closed form.
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       eq. 4.
+
     Examples
     --------
+    >>> import numpy as np
     >>> from sk_softmix.datasets import make_lda
     >>> X, y = make_lda(1000, [[0.0, 1.0], [1.0, 0.0]], prior=0.6, random_state=0)
     >>> X.shape, sorted(set(y.tolist()))
     ((1000, 2), [-1, 1])
+    >>> bool(abs(np.mean(y == 1) - 0.6) < 0.05)  # the prior
+    True
+    >>> X[y == 1].mean(axis=0).round(1).tolist()  # m_1
+    [1.0, 0.0]
     """
     if not 0 < prior < 1:
         raise ValueError(f"prior must lie strictly between 0 and 1; got {prior}.")
@@ -161,16 +188,21 @@ def make_denoising_tasks(
     Parameters
     ----------
     n_tasks : int
+        Number of tasks to yield.
     n_samples : int
         Points per task.
     n_features : int
+        Dimension ``p`` of the points.
     n_components : int, default=2
+        Components per task.
     mean_norm : float, default=3.0
+        Norm of every component mean.
     component_variance : float, default=1.0
         ``gamma^2``.
     noise_variance : float, default=4.0
         ``xi^2``.
     random_state : int, RandomState instance or None, default=None
+        Seed of the whole sequence of tasks.
 
     Yields
     ------
@@ -179,7 +211,16 @@ def make_denoising_tasks(
     X : ndarray of shape (n_samples, n_features)
         Clean points.
     means : ndarray of shape (n_components, n_features)
+        The task's component means.
     weights : ndarray of shape (n_components,)
+        The task's mixing proportions.
+
+    See Also
+    --------
+    sk_softmix.SoftmaxAttentionDenoiser.partial_fit : Meta-trains over such
+        tasks.
+    sk_softmix.constructions.in_context_construction : Parameters that denoise
+        every such task exactly in the large-prompt limit.
 
     Examples
     --------

@@ -32,6 +32,11 @@ def iterate(denoiser, X, n_steps: int) -> np.ndarray:
     ndarray of shape (n_steps + 1, n, p)
         ``X`` then each iterate.
 
+    See Also
+    --------
+    fixed_points : Where the iterated Bayes denoiser converges.
+    plot_trajectories : Draw the trajectories over the posterior map.
+
     Examples
     --------
     >>> import numpy as np
@@ -41,6 +46,13 @@ def iterate(denoiser, X, n_steps: int) -> np.ndarray:
     ...                        noise_variance=1.0).fit(np.zeros((1, 2)))
     >>> iterate(oracle, np.array([[0.5, 2.0]]), 100)[-1].round(3)  # lambda = 0.8
     array([[0., 0.]])
+
+    Above the threshold the same start stays on its side:
+
+    >>> oracle = BayesDenoiser([[1.5, 0.0], [-1.5, 0.0]], covariance=0.0,
+    ...                        noise_variance=1.0).fit(np.zeros((1, 2)))
+    >>> iterate(oracle, np.array([[0.5, 2.0]]), 100)[-1].round(3)  # lambda = 1.5
+    array([[1.463, 0.   ]])
     """
     if n_steps < 0:
         raise ValueError(f"n_steps must be non-negative; got {n_steps}.")
@@ -67,6 +79,7 @@ def separation(means, component_variance: float, noise_variance: float) -> float
     Parameters
     ----------
     means : array-like of shape (2, p)
+        The two component means ``m_1``, ``m_2``.
     component_variance : float
         ``gamma^2 >= 0``.
     noise_variance : float
@@ -75,6 +88,13 @@ def separation(means, component_variance: float, noise_variance: float) -> float
     Returns
     -------
     float
+        ``lambda``; the transition is at ``lambda = 1``.
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       Section 4.3.
 
     Examples
     --------
@@ -97,8 +117,11 @@ def fixed_points(means, component_variance: float, noise_variance: float) -> np.
     Parameters
     ----------
     means : array-like of shape (2, p)
+        The two component means ``m_1``, ``m_2`` (equal weights).
     component_variance : float
+        ``gamma^2 >= 0``, the variance of each component along every axis.
     noise_variance : float
+        ``xi^2 > 0``.
 
     Returns
     -------
@@ -107,12 +130,29 @@ def fixed_points(means, component_variance: float, noise_variance: float) -> np.
         ``c - u* h``, with ``u*`` the positive root of ``u = tanh(lambda^2 u)``
         (the midpoint is then an unstable fixed point).
 
+    See Also
+    --------
+    separation : The ``lambda`` that decides between the two regimes.
+    iterate : Run the iteration itself.
+
+    Notes
+    -----
+    Proposition 4.3 of Gabet, Boursier & Boyer (2026), stated there for point
+    masses (``gamma = 0``). With ``gamma > 0`` the map along ``h`` is
+    ``u -> (gamma^2/s) u + (xi^2/s) tanh(lambda^2 u)``, whose fixed points
+    solve the same equation.
+
     Examples
     --------
     >>> from sk_softmix.dynamics import fixed_points
     >>> fixed_points([[3.0, 0.0], [-3.0, 0.0]], 0.0, 1.0).round(4)
     array([[ 3.,  0.],
            [-3.,  0.]])
+
+    Weak separation: only the midpoint attracts.
+
+    >>> fixed_points([[2.0, 1.0], [0.0, 1.0]], 1.0, 1.0)  # lambda = 0.71
+    array([[1., 1.]])
     """
     centre, half_gap = _centre_and_half_gap(means)
     lam = separation(means, component_variance, noise_variance)
@@ -144,11 +184,20 @@ def plot_trajectories(
     Parameters
     ----------
     denoiser : fitted estimator with ``transform``
+        The map ``f`` to iterate.
     X : array-like of shape (n, 2)
         Starting points (the plot is two-dimensional).
     n_steps : int
-    means, weights, covariance, noise_variance
-        The mixture behind the background, as for ``BayesDenoiser``.
+        Number of applications of ``f``.
+    means : array-like of shape (n_components, 2)
+        Means of the mixture behind the background, as for
+        :class:`~sk_softmix.BayesDenoiser`.
+    weights : array-like of shape (n_components,), default=None
+        Its mixing proportions; ``None`` means equal weights.
+    covariance : float or array-like, default=0.0
+        Its clean covariance, as for :class:`~sk_softmix.BayesDenoiser`.
+    noise_variance : float, default=1.0
+        Its noise variance ``xi^2``.
     ax : matplotlib Axes, default=None
         Created when omitted.
     resolution : int, default=200
@@ -157,6 +206,25 @@ def plot_trajectories(
     Returns
     -------
     matplotlib Axes
+        The axes drawn on: the background, one line per start and a dot at
+        each last iterate, the means as white crosses.
+
+    See Also
+    --------
+    iterate : The trajectories without the plot.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from matplotlib.figure import Figure
+    >>> from sk_softmix import BayesDenoiser
+    >>> from sk_softmix.dynamics import plot_trajectories
+    >>> means = [[1.5, 0.0], [-1.5, 0.0]]  # lambda = 1.5: two attractors
+    >>> oracle = BayesDenoiser(means, covariance=0.0, noise_variance=1.0).fit(np.zeros((1, 2)))
+    >>> ax = plot_trajectories(oracle, [[0.5, 1.0], [-0.5, -1.0]], 50, means=means,
+    ...                        ax=Figure().subplots(), resolution=20)
+    >>> [line.get_xydata()[-1].round(3).tolist() for line in ax.lines]
+    [[1.463, 0.0], [-1.463, 0.0]]
     """
     try:
         import matplotlib.pyplot as plt

@@ -26,6 +26,7 @@ def class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     Parameters
     ----------
     X : ndarray of shape (n, d)
+        The points.
     y : ndarray of shape (n,)
         Labels in {-1, +1}.
 
@@ -71,13 +72,21 @@ def lda_coordinates(
     means : ndarray of shape (2, d)
         ``m_{-1}`` then ``m_1``.
     covariance : ndarray of shape (d, d)
+        The shared class covariance ``Gamma``, positive definite.
     prior : float
         ``pi_+``.
 
     Returns
     -------
     w : ndarray of shape (d,)
+        ``w*``.
     b : float
+        ``b*``.
+
+    See Also
+    --------
+    sklearn.discriminant_analysis.LinearDiscriminantAnalysis : The same score
+        estimated from data.
 
     Examples
     --------
@@ -86,6 +95,17 @@ def lda_coordinates(
     >>> w, b = lda_coordinates(np.array([[-1.0, 0.0], [1.0, 0.0]]), np.eye(2), 0.5)
     >>> w.tolist(), b
     ([2.0, 0.0], 0.0)
+
+    From a sample's statistics, scikit-learn's LDA coefficients:
+
+    >>> from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+    >>> from sk_softmix.datasets import make_lda
+    >>> from sk_softmix.lda import class_statistics
+    >>> X, y = make_lda(500, [[0.0, 1.0], [1.0, 0.0]], prior=0.6, random_state=0)
+    >>> w, b = lda_coordinates(*class_statistics(X, y))
+    >>> lda = LinearDiscriminantAnalysis(solver="lsqr").fit(X, y)
+    >>> bool(np.allclose(lda.coef_[0], w) and np.isclose(lda.intercept_[0], b))
+    True
     """
     precision_means = np.linalg.solve(covariance, means.T).T  # (2, d): Gamma^{-1} m_c
     w = precision_means[1] - precision_means[0]
@@ -104,20 +124,55 @@ def effective_coordinates(
 ) -> dict:
     """Effective coordinates ``(w, b, r, s, s0)`` of one head (eq. 7).
 
+    ``w = U11 Gamma v21``, ``b = v21^T m_{-1} - v22``,
+    ``r = v21^T (m_1 - m_{-1}) + 2 v22``, ``s = 2 u12 + U11 (m_1 - m_{-1})``
+    and ``s0 = log(pi_+ / (1 - pi_+))``: on the population the head's score
+    is ``w^T x + b + r sigmoid(s0 + s^T x)`` (eq. 6).
+
     Parameters
     ----------
     U11 : ndarray of shape (d, d)
+        Feature-feature block of the key-query matrix: the score of token
+        ``i`` for query ``x`` has the term ``x_i^T U11^T x``.
     u12 : ndarray of shape (d,)
+        Label-feature block: the score has the term ``y_i u12^T x``.
     v21 : ndarray of shape (d,)
+        Read-out of the token's features: the value read out of token ``i``
+        is ``v21^T x_i + v22 y_i``.
     v22 : float
+        Read-out of the token's label.
     means : ndarray of shape (2, d)
         ``m_{-1}`` then ``m_1``.
     covariance : ndarray of shape (d, d)
+        The shared class covariance ``Gamma``.
     prior : float
+        ``pi_+``.
 
     Returns
     -------
-    dict with keys ``w`` (d,), ``b``, ``r``, ``s`` (d,), ``s0``.
+    dict
+        Keys ``w`` (d,), ``b`` (float), ``r`` (float), ``s`` (d,) and ``s0``
+        (float).
+
+    See Also
+    --------
+    effective_score : The score these coordinates define.
+    lda_coordinates : The Bayes coordinates ``(w*, b*)`` to compare ``w``,
+        ``b`` with.
+
+    Notes
+    -----
+    Every critical point of the logistic risk in these coordinates is a
+    global minimum (Theorem 3.1): the minimisers are the two Bayes manifolds
+    ``E_1 = {(w*, b*, 0, s)}`` (no sigmoid) and
+    ``E_2 = {(w*, b* - r sigmoid(s0), r, 0)}`` (a constant sigmoid absorbed in
+    the bias).
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       eq. 6-7 and Theorem 3.1.
 
     Examples
     --------
@@ -144,12 +199,14 @@ def effective_score(X: np.ndarray, coordinates: dict) -> np.ndarray:
     Parameters
     ----------
     X : ndarray of shape (n, d)
+        The points.
     coordinates : dict
         As returned by :func:`effective_coordinates`.
 
     Returns
     -------
     ndarray of shape (n,)
+        The score of each point; positive favours the class +1.
 
     Examples
     --------
@@ -184,14 +241,31 @@ def lda_construction(
     means : ndarray of shape (2, d)
         ``m_{-1}`` then ``m_1``.
     covariance : ndarray of shape (d, d)
+        The shared class covariance ``Gamma``, positive definite.
     prior : float
+        ``pi_+``.
 
     Returns
     -------
     U11 : ndarray of shape (d, d)
+        Feature-feature block of the key-query matrix.
     u12 : ndarray of shape (d,)
+        Label-feature block of the key-query matrix.
     v21 : ndarray of shape (d,)
+        Read-out of the features.
     v22 : float
+        Read-out of the label.
+
+    See Also
+    --------
+    sk_softmix.SoftmaxAttentionClassifier : ``init="bayes"`` starts from this
+        construction on the prompt's statistics.
+
+    References
+    ----------
+    .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
+       Linear When It Can, Selective When It Must", arXiv 2610.11798 (2026),
+       Lemma B.3 (Appendix B.2).
 
     Examples
     --------
@@ -202,6 +276,14 @@ def lda_construction(
     >>> coords = effective_coordinates(*theta, means, cov, 0.6)
     >>> coords["s"].tolist()  # the gate is constant
     [0.0, 0.0]
+
+    and the head's score is the Bayes score:
+
+    >>> from sk_softmix.lda import effective_score, lda_coordinates
+    >>> w, b = lda_coordinates(means, cov, 0.6)
+    >>> X = np.random.default_rng(0).normal(size=(5, 2))
+    >>> bool(np.allclose(effective_score(X, coords), X @ w + b))
+    True
     """
     d = means.shape[1]
     w_star, b_star = lda_coordinates(means, covariance, prior)
@@ -261,9 +343,13 @@ def population_gradient_descent(
     means : ndarray of shape (2, d)
         ``m_{-1}`` then ``m_1`` of the population.
     covariance : ndarray of shape (d, d)
+        The population's shared class covariance ``Gamma``.
     prior : float
+        The population's ``pi_+``.
     learning_rate : float
+        Constant step size.
     n_steps : int
+        Number of gradient steps.
 
     Returns
     -------
@@ -283,6 +369,20 @@ def population_gradient_descent(
     >>> run = population_gradient_descent(theta, X, y, means, np.eye(2), 0.5,
     ...                                   learning_rate=0.5, n_steps=50)
     >>> bool(run["risk"][-1] < run["risk"][0])
+    True
+
+    On a centrally symmetric sample, Theorem 3.6's subspace (``u12 = 0``,
+    ``v22 = 0``, ``v21`` and the columns of ``U11`` along ``m`` at zero) is
+    invariant, and the risk reaches that of the Bayes score ``w* = (2, 0)``:
+
+    >>> X, y = np.concatenate([X, -X]), np.concatenate([y, -y])
+    >>> run = population_gradient_descent(theta, X, y, means, np.eye(2), 0.5,
+    ...                                   learning_rate=0.5, n_steps=50)
+    >>> U11, u12, v21, v22 = run["theta"]
+    >>> bool(np.allclose(u12, 0) and v22 == 0 and v21[0] == 0 and np.allclose(U11[:, 0], 0))
+    True
+    >>> bayes = np.logaddexp(0, -y * (X @ np.array([2.0, 0.0]))).mean()
+    >>> bool(run["risk"][-1] <= bayes)  # the sample's own optimum is a bit lower
     True
     """
     import torch  # local: the rest of this module is NumPy only
