@@ -53,9 +53,6 @@ numpydoc_validation_checks = {
 numpydoc_validation_exclude = {
     # methods inherited from scikit-learn are documented there
     r"\.(get_params|set_params|get_metadata_routing|set_\w+_request)$",
-    # the comparison study is being rewritten into a package; its docstrings
-    # join the checks once it lands
-    r"^sk_softmix\.study\b",
 }
 
 # -- Gallery ---------------------------------------------------------------------

@@ -1,24 +1,15 @@
-"""The comparison study: every denoiser on a built-in mixture, one table.
+"""One train/test comparison of every denoiser on the paper's Figure 2 task."""
 
-Run it as ``python -m sk_softmix compare`` (or ``sk-softmix compare``).
-"""
-
-import argparse
-import sys
 import time
 
 import numpy as np
 
-from ._bayes_denoiser import BayesDenoiser
-from ._device import resolve_device
-from ._gmm_denoiser import GaussianMixtureDenoiser
-from ._linear_denoiser import LinearAttentionDenoiser
-from ._softmax_denoiser import SoftmaxAttentionDenoiser
-from .datasets import make_gaussian_mixture
-from .risk import bayes_risk, best_linear_risk
-
-# The paper's Figure 2 task: two clusters in the plane, gamma = 1, xi = 2.
-FIGURE_2 = {"means": np.array([[3.0, 0.0], [0.0, 3.0]]), "covariance": 1.0, "noise_variance": 4.0}
+from .._bayes_denoiser import BayesDenoiser
+from .._gmm_denoiser import GaussianMixtureDenoiser
+from .._linear_denoiser import LinearAttentionDenoiser
+from .._softmax_denoiser import SoftmaxAttentionDenoiser
+from ..datasets import make_gaussian_mixture
+from ._tasks import FIGURE_2
 
 
 def compare_denoisers(
@@ -97,7 +88,26 @@ def compare_denoisers(
 
 
 def format_table(rows: list[dict]) -> str:
-    """Rows of :func:`compare_denoisers` as a Markdown table."""
+    """Rows of :func:`compare_denoisers` as a Markdown table.
+
+    Parameters
+    ----------
+    rows : list of dict
+        As returned by :func:`compare_denoisers`.
+
+    Returns
+    -------
+    str
+        A header, a separator and one line per method.
+
+    Examples
+    --------
+    >>> from sk_softmix.study import format_table
+    >>> row = {"method": "BayesDenoiser (oracle)", "mse": 1.48, "mse_over_bayes": 1.0,
+    ...        "fit_seconds": 0.0, "transform_seconds": 0.01}
+    >>> print(format_table([row]).splitlines()[-1])
+    | BayesDenoiser (oracle) | 1.4800 | 1.000 | 0.00 | 0.01 |
+    """
     lines = [
         "| method | test MSE | MSE / Bayes | fit (s) | transform (s) |",
         "|---|---:|---:|---:|---:|",
@@ -108,50 +118,3 @@ def format_table(rows: list[dict]) -> str:
             f"| {row['fit_seconds']:.2f} | {row['transform_seconds']:.2f} |"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``compare`` runs the study and prints the table."""
-    parser = argparse.ArgumentParser(
-        prog="sk-softmix", description="Softmax attention on Gaussian mixtures."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    compare = commands.add_parser("compare", help="compare the denoisers on a built-in task")
-    compare.add_argument("--n-samples", type=int, default=20_000, help="training points")
-    compare.add_argument("--n-test", type=int, default=20_000, help="test points")
-    compare.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    compare.add_argument("--seed", type=int, default=0, help="random seed")
-    compare.add_argument("--verbose", type=int, default=0, help="training progress")
-    args = parser.parse_args(argv)
-    if args.n_samples < 10 or args.n_test < 1:
-        parser.error("--n-samples must be at least 10 and --n-test at least 1")
-    try:
-        device = resolve_device(args.device)
-    except ValueError as error:
-        parser.error(str(error))
-
-    task = FIGURE_2
-    print(
-        "Figure 2 task of Gabet, Boursier & Boyer (2026): p=2, m1=(3,0), m2=(0,3), "
-        f"gamma^2={task['covariance']}, xi^2={task['noise_variance']}; "
-        f"{args.n_samples} training and {args.n_test} test points, device {device}.",
-        flush=True,
-    )
-    rows = compare_denoisers(
-        args.n_samples,
-        args.n_test,
-        device=args.device,
-        random_state=args.seed,
-        verbose=args.verbose,
-    )
-    print(format_table(rows))
-    print(
-        f"Population risks: Bayes {bayes_risk(**task):.4f}, "
-        f"best linear {best_linear_risk(**task):.4f} "
-        "(the floor of any linear-attention stack)."
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
