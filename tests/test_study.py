@@ -196,6 +196,8 @@ UNWRITABLE = "/proc/sk_softmix_report"  # no one may create directories under /p
         (["compare", "--folds", "1"], "--folds must be at least 2"),
         (["compare", "--folds", "zero"], "expected a positive integer"),
         (["compare", "--tasks", "mnist"], "invalid choice: 'mnist'"),
+        (["compare", "--n-jobs", "0"], "--n-jobs must be"),
+        (["compare", "--seed", "-3"], "--seed must lie in"),
         (["compare", "--out", UNWRITABLE], "cannot write the report"),
     ]
     + ([] if torch.cuda.is_available() else [(["compare", "--device", "cuda"], "CUDA")]),

@@ -108,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.folds < 2:
         parser.error(f"--folds must be at least 2, got {args.folds}")
+    if args.n_jobs == 0:
+        parser.error("--n-jobs must be a positive number of workers or negative (-1: all cores)")
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed must lie in [0, 2**32), got {args.seed}")
     try:
         resolve_device(args.device)
     except ValueError as error:
