@@ -67,15 +67,17 @@ def minibatch_adam(
             }
     generator = torch.Generator().manual_seed(int(random_state.randint(2**31 - 1)))
     batch_size = min(batch_size, n_queries)
-    order = torch.randperm(n_queries, generator=generator)
+    # The permutation is drawn on the CPU (a seeded generator gives the same
+    # stream on every machine) and moved once per epoch, not once per step.
+    order = torch.randperm(n_queries, generator=generator).to(device)
     cursor = 0
     # Losses stay on the device: no host round trip per iteration on a GPU.
     losses = torch.empty(max_iter, device=device)
     report_every = 1 if verbose > 1 else max(1, max_iter // 10)
     for iteration in range(max_iter):
         if cursor + batch_size > n_queries:
-            order, cursor = torch.randperm(n_queries, generator=generator), 0
-        batch = order[cursor : cursor + batch_size].to(device)
+            order, cursor = torch.randperm(n_queries, generator=generator).to(device), 0
+        batch = order[cursor : cursor + batch_size]
         cursor += batch_size
         if resume is None:
             for group in optimizer.param_groups:

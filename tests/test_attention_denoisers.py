@@ -251,18 +251,6 @@ def test_noise_variance_is_estimated_from_clean_targets():
     assert given.noise_variance_ == 3.0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
-def test_cuda_fit_gives_numpy_state_and_matches_cpu(Estimator):
-    rng = np.random.default_rng(6)
-    Z = rng.normal(size=(500, 2)) * 3
-    on_gpu = Estimator(noise_variance=1.0, max_iter=0, device="cuda", random_state=0).fit(Z)
-    on_cpu = Estimator(noise_variance=1.0, max_iter=0, device="cpu", random_state=0).fit(Z)
-    assert on_gpu.device_.startswith("cuda")
-    assert all(not isinstance(v, torch.Tensor) for v in vars(on_gpu).values())
-    np.testing.assert_allclose(on_gpu.transform(Z), on_cpu.transform(Z), rtol=1e-6, atol=1e-6)
-
-
 # -- bad input: a clear error, and a fitted estimator left exactly as it was ------
 
 
