@@ -3,6 +3,8 @@
 import numpy as np
 import torch
 
+from ._threads import limit_threads_in_dask_worker
+
 
 def resolve_device(device: str) -> torch.device:
     """Map ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` to a usable device.
@@ -10,7 +12,11 @@ def resolve_device(device: str) -> torch.device:
     ``"auto"`` picks CUDA when a GPU is visible. An explicit CUDA request on a
     machine without one is an error rather than a silent fall-back, so that a
     benchmark never reports CPU numbers under a GPU label.
+
+    Called as an estimator starts to fit or transform, it also caps torch's
+    threads inside a Dask worker thread (see ``_threads``).
     """
+    limit_threads_in_dask_worker()
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
