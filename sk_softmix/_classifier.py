@@ -375,7 +375,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         if counts.min() < 2:
             raise ValueError(
                 "Every class needs at least 2 samples (a training query leaves itself "
-                f"out of the prompt); class {classes[counts.argmin()]!r} has {counts.min()}."
+                f"out of the prompt); class {classes.tolist()[counts.argmin()]!r} has "
+                f"{counts.min()}."
             )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)

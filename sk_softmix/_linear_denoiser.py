@@ -168,6 +168,16 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     def _parameter_names(self):
         return ("U", "V")
 
+    def _denoise(self, X, exclude=None, prompt=None):
+        # The stack's map multiplies U (about 1/|X|^2) by the prompt's second
+        # moment (about |X|^2): in float32 one underflows and the other
+        # overflows from |X| ~ 1e19, giving 0 * inf. The map costs O(p^3), so
+        # it is formed in float64 whatever the input's dtype.
+        if prompt is not None:
+            prompt = prompt.astype(np.float64, copy=False)
+        denoised = super()._denoise(X.astype(np.float64, copy=False), exclude, prompt)
+        return denoised.astype(X.dtype, copy=False)
+
     def _forward(self, parameters, queries, prompt, exclude):
         return stacked_linear_attention(
             queries,
