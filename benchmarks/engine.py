@@ -1,0 +1,209 @@
+"""Section 1, engine throughput: ``transform`` next to SDPA and a dense matmul.
+
+For each shape (n queries, a prompt of L tokens, p features) it times
+``transform(queries, prompt=P)`` of SoftmaxAttentionDenoiser (1 and 2 heads)
+and LinearAttentionDenoiser, the engine function
+:func:`sk_softmix.attention.softmax_attention` (1 head), and
+``torch.nn.functional.scaled_dot_product_attention`` on the same shapes
+(queries (H, n, p), keys = values (L, p), ``scale=1.0``: the package's head
+has no 1/sqrt(p) temperature). Effective GFLOP/s count ``4 n L p`` per head
+(``Q K^T`` and ``A V``) for every entry, the linear head included (its real
+cost is ``O((n + L) p^2)``, so its "effective" rate is the speed-up its
+algebra buys). The matmul reference is a square float32 product of the same
+FLOP count (side capped at 4,096), i.e. the machine's dense rate.
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from common import best_of, print_table
+
+from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionDenoiser
+from sk_softmix.attention import softmax_attention
+from sk_softmix.datasets import make_gaussian_mixture
+
+QUICK_SHAPES = [
+    (1_000, 10_000, 2),
+    (1_000, 10_000, 16),
+    (1_000, 10_000, 64),
+    (10_000, 10_000, 2),
+]
+FULL_SHAPES = [
+    (n, L, p)
+    for n in (1_000, 10_000, 100_000)
+    for L in (10_000, 100_000, 1_000_000)
+    for p in (2, 16, 64)
+]
+# The shape timed on both devices with --device cuda (the CUDA speed-up target);
+# it is in both grids.
+CROSS_DEVICE_SHAPE = (10_000, 10_000, 2)
+SDPA_CHUNK = 8_192  # rows per SDPA call: the math fallback would hold chunk x L scores
+
+
+def _task(p):
+    """A two-component mixture in p dimensions, like Figure 2's: means 3 e1, 3 e2."""
+    means = np.zeros((2, p))
+    means[0, 0], means[1, 1] = 3.0, 3.0
+    return means
+
+
+def _fitted(estimator, p):
+    """A denoiser fitted (closed-form start, no training) on a small sample."""
+    Z, _, _ = make_gaussian_mixture(
+        2_000, _task(p), covariance=1.0, noise_variance=4.0, random_state=0
+    )
+    return estimator.fit(Z)
+
+
+def _inputs(n, L, p):
+    means = _task(p)
+    prompt, _, _ = make_gaussian_mixture(L, means, noise_variance=4.0, random_state=1)
+    queries, _, _ = make_gaussian_mixture(n, means, noise_variance=4.0, random_state=2)
+    return queries.astype(np.float32), prompt.astype(np.float32)
+
+
+def _matmul_gflops(flops, device, repeats):
+    side = int(min(4_096, max(64, round((flops / 2) ** (1 / 3)))))
+    a = torch.randn(side, side, device=device)
+    b = torch.randn(side, side, device=device)
+    seconds = best_of(lambda: a @ b, repeats, device)
+    return 2 * side**3 / seconds / 1e9
+
+
+def _sdpa_seconds(queries, prompt, n_heads, repeats, device):
+    heads_q = queries.expand(n_heads, *queries.shape)  # (H, n, p)
+    keys = prompt.expand(n_heads, *prompt.shape)  # (H, L, p)
+
+    def run():
+        for start in range(0, queries.shape[0], SDPA_CHUNK):
+            F.scaled_dot_product_attention(
+                heads_q[:, start : start + SDPA_CHUNK], keys, keys, scale=1.0
+            )
+
+    with torch.no_grad():
+        return best_of(run, repeats, device)
+
+
+def measure_shape(n, L, p, device):
+    """Seconds and effective GFLOP/s of every entry for one shape."""
+    queries, prompt = _inputs(n, L, p)
+    flops_per_head = 4.0 * n * L * p
+    # one repeat for long runs, best of three for short ones (after a warm-up);
+    # at small p the cost is the n L exponentials, not the flops
+    repeats = 3 if n * L <= 10_000_000 else 1
+    estimators = {
+        "softmax H=1": _fitted(
+            SoftmaxAttentionDenoiser(
+                n_heads=1, max_iter=0, noise_variance=4.0, device=device, random_state=0
+            ),
+            p,
+        ),
+        "softmax H=2": _fitted(
+            SoftmaxAttentionDenoiser(
+                n_heads=2, max_iter=0, noise_variance=4.0, device=device, random_state=0
+            ),
+            p,
+        ),
+        "linear H=1": _fitted(
+            LinearAttentionDenoiser(
+                n_heads=1, max_iter=0, noise_variance=4.0, device=device, random_state=0
+            ),
+            p,
+        ),
+    }
+    rows = []
+    sdpa = {}
+    q_t = torch.from_numpy(queries).to(device)
+    p_t = torch.from_numpy(prompt).to(device)
+    for heads in (1, 2):
+        _sdpa_seconds(q_t[:64], p_t, heads, 1, device)  # warm-up
+        sdpa[heads] = _sdpa_seconds(q_t, p_t, heads, repeats, device)
+    matmul = _matmul_gflops(flops_per_head, device, 3)
+    for name, estimator in estimators.items():
+        heads = 2 if "H=2" in name else 1
+        estimator.transform(queries[:64], prompt=prompt)  # warm-up
+        seconds = best_of(lambda e=estimator: e.transform(queries, prompt=prompt), repeats, device)
+        rows.append(_row(name, n, L, p, heads, seconds, sdpa[heads], matmul))
+    # the engine function alone: no validation, no host copies
+    estimator = estimators["softmax H=1"]
+    U = torch.as_tensor(estimator.U_, dtype=torch.float32, device=device)
+    V = torch.as_tensor(estimator.V_, dtype=torch.float32, device=device)
+    with torch.no_grad():
+        softmax_attention(q_t[:64], p_t, U, V)
+        seconds = best_of(lambda: softmax_attention(q_t, p_t, U, V), repeats, device)
+    rows.append(_row("softmax_attention() H=1", n, L, p, 1, seconds, sdpa[1], matmul))
+    for heads in (1, 2):
+        rows.append(_row(f"SDPA H={heads}", n, L, p, heads, sdpa[heads], sdpa[heads], matmul))
+    return rows
+
+
+def _row(name, n, L, p, heads, seconds, sdpa_seconds, matmul_gflops):
+    gflops = 4.0 * n * L * p * heads / seconds / 1e9
+    return {
+        "entry": name,
+        "n_queries": n,
+        "prompt_length": L,
+        "n_features": p,
+        "n_heads": heads,
+        "seconds": seconds,
+        "gflops": gflops,
+        "speed_vs_sdpa": sdpa_seconds / seconds,
+        "fraction_of_matmul": gflops / matmul_gflops,
+        "matmul_gflops": matmul_gflops,
+    }
+
+
+def run(quick, device, max_gflop=None):
+    """Measure every shape of the grid; shapes above ``max_gflop`` (per head) are skipped."""
+    shapes = QUICK_SHAPES if quick else FULL_SHAPES
+    rows, skipped = [], []
+    for n, L, p in shapes:
+        if max_gflop is not None and 4.0 * n * L * p / 1e9 > max_gflop:
+            skipped.append([n, L, p])
+            continue
+        rows.extend(measure_shape(n, L, p, device))
+    print_table(
+        f"1. Engine throughput ({device}, float32)",
+        ["entry", "n", "L", "p", "seconds", "GFLOP/s", "speed / SDPA", "/ matmul rate"],
+        [
+            [
+                r["entry"],
+                r["n_queries"],
+                r["prompt_length"],
+                r["n_features"],
+                r["seconds"],
+                r["gflops"],
+                r["speed_vs_sdpa"],
+                r["fraction_of_matmul"],
+            ]
+            for r in rows
+        ],
+    )
+    if skipped:
+        print(f"skipped (over --max-gflop {max_gflop} per head): {skipped}")
+    result = {"rows": rows, "skipped_shapes": skipped}
+    if str(device).startswith("cuda"):
+        result["cross_device"] = cross_device(device)
+    return result
+
+
+def cross_device(device):
+    """transform seconds of the 2-head softmax denoiser on the CPU and on ``device``."""
+    n, L, p = CROSS_DEVICE_SHAPE
+    queries, prompt = _inputs(n, L, p)
+    seconds = {}
+    for where in ("cpu", device):
+        estimator = _fitted(
+            SoftmaxAttentionDenoiser(
+                n_heads=2, max_iter=0, noise_variance=4.0, device=where, random_state=0
+            ),
+            p,
+        )
+        estimator.transform(queries[:64], prompt=prompt)
+        seconds[where] = best_of(lambda e=estimator: e.transform(queries, prompt=prompt), 1, where)
+    speedup = seconds["cpu"] / seconds[device]
+    print(
+        f"softmax H=2 transform, n={n:,} L={L:,} p={p}: cpu {seconds['cpu']:.3f} s, "
+        f"{device} {seconds[device]:.4f} s, speed-up {speedup:.1f}x"
+    )
+    return {"shape": [n, L, p], "seconds": seconds, "speedup": speedup}
