@@ -175,6 +175,8 @@ def test_command_line_writes_the_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert str(out / "report.md") in printed
     assert (out / "report.md").exists() and (out / "results.json").exists()
+    command = json.loads((out / "results.json").read_text())["metadata"]["command"]
+    assert command == "sk-softmix " + " ".join(argv)
 
 
 def test_compare_denoisers_on_one_split():

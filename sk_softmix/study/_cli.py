@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sk-softmix: interrupted; no report written", file=sys.stderr)
         return 130
+    arguments = sys.argv[1:] if argv is None else argv
+    result.metadata["command"] = " ".join(["sk-softmix", *arguments])
     written = write_report(result, out)
     print(f"Report written to {out / 'report.md'}")
     print("Also: " + ", ".join(str(path) for path in written if path.name != "report.md"))

@@ -8,7 +8,6 @@ like with like.
 import datetime
 import os
 import platform
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -353,7 +352,8 @@ def _metadata(settings, n_jobs, n_folds, n_synthetic, max_samples) -> dict:
         "n_folds": n_folds,
         "n_synthetic": n_synthetic,
         "max_samples": max_samples,
-        "command": " ".join(["sk-softmix", *sys.argv[1:]]),
+        # the command line replaces this when the study runs from it
+        "command": f"run_study(quick={settings['quick']}, device={settings['device']!r})",
         "versions": {
             "python": platform.python_version(),
             "sk_softmix": __version__,
