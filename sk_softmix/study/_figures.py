@@ -48,17 +48,19 @@ def make_figures(result, out: Path) -> list[Path]:
     return written
 
 
+def _colour(name: str) -> str:
+    """Softmax attention in orange, the oracle in grey, every baseline in blue."""
+    if "Softmax" in name:
+        return "tab:orange"
+    return "tab:grey" if name == BAYES else "tab:blue"
+
+
 def _bars(ax, estimators: dict, metric: str):
     names = [name for name, metrics in estimators.items() if metric in metrics]
     means = [estimators[name][metric][0] for name in names]
     stds = [estimators[name][metric][1] for name in names]
     positions = np.arange(len(names))
-    colours = ["tab:grey" if name == BAYES else "tab:blue" for name in names]
-    colours = [
-        "tab:orange" if "Softmax" in name else colour
-        for name, colour in zip(names, colours, strict=True)
-    ]
-    ax.barh(positions, means, xerr=stds, color=colours, capsize=3)
+    ax.barh(positions, means, xerr=stds, color=[_colour(name) for name in names], capsize=3)
     ax.set_yticks(positions, [name.replace("SoftmaxAttention", "SoftmaxAttn ") for name in names])
     ax.invert_yaxis()
 

@@ -17,21 +17,18 @@ import numpy as np
 import scipy
 import sklearn
 import torch
-from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
-from .._classifier import SoftmaxAttentionClassifier
 from .._device import resolve_device
-from .._gmm_denoiser import GaussianMixtureDenoiser
-from .._softmax_denoiser import SoftmaxAttentionDenoiser
 from ._estimators import classifiers, denoisers
 from ._report import add_relative_scores
 from ._tasks import TASK_NAMES, Task, classification_tasks, denoising_tasks
 
 CLASSIFICATION_SCORING = {"accuracy": "accuracy", "log_loss": "neg_log_loss"}
 DENOISING_SCORING = {"mse": "neg_mean_squared_error"}
+# classification folds keep the class proportions
+SPLITTERS = {"classification": StratifiedKFold, "denoising": KFold}
+SEARCH_SCORING = {"classification": "neg_log_loss", "denoising": "neg_mean_squared_error"}
 # sklearn's scorers are "higher is better"; these are reported as losses
 LOSSES = ("log_loss", "mse")
 
@@ -182,22 +179,16 @@ def _plan(result, settings, n_jobs, n_folds, n_synthetic, max_samples, selected)
         raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASK_NAMES)}.")
     seed, quick, device = settings["random_state"], settings["quick"], settings["device"]
     units = []
-    for section, make_tasks, make_estimators, splitter, scoring in [
-        (
-            "classification",
-            classification_tasks,
-            classifiers,
-            StratifiedKFold,
-            CLASSIFICATION_SCORING,
-        ),
-        ("denoising", denoising_tasks, denoisers, KFold, DENOISING_SCORING),
+    for section, make_tasks, make_estimators, scoring in [
+        ("classification", classification_tasks, classifiers, CLASSIFICATION_SCORING),
+        ("denoising", denoising_tasks, denoisers, DENOISING_SCORING),
     ]:
         for task in make_tasks(n_synthetic, seed):
             if selected is not None and task.name not in selected:
                 continue
             task = _subsample(task, max_samples, seed)
             result.tasks[section, task.name] = task
-            folds = splitter(n_folds, shuffle=True, random_state=seed)
+            folds = SPLITTERS[section](n_folds, shuffle=True, random_state=seed)
             estimators = make_estimators(task, quick=quick, device=device, random_state=seed)
             for name, estimator in estimators.items():
                 units.append(
@@ -245,72 +236,60 @@ def _cross_validation(result, section, task, name, estimator, folds, scoring, n_
 
 
 def _grid_searches(result, settings, n_jobs, n_folds) -> list:
-    """Small searches: the classifier's heads and penalty, the denoisers' components."""
+    """Small searches: the classifier's heads and penalty, the denoisers' components.
+
+    Each search tunes the very estimator the cross-validation tables report.
+    """
     seed, quick, device = settings["random_state"], settings["quick"], settings["device"]
-    iterations = 100 if quick else 300
-    classifier = make_pipeline(
-        StandardScaler(),
-        SoftmaxAttentionClassifier(max_iter=iterations, device=device, random_state=seed),
-    )
+    builders = {"classification": classifiers, "denoising": denoisers}
     searches = [
         (
             "classification",
             "breast_cancer",
             "SoftmaxAttentionClassifier",
-            classifier,
+            {},
             {
                 "softmaxattentionclassifier__n_heads": [1, 2],
                 "softmaxattentionclassifier__alpha": [1e-3, 1e-1],
             },
-            "neg_log_loss",
         ),
         (
             "classification",
             "breast_cancer",
             "LinearDiscriminantAnalysis",
-            make_pipeline(StandardScaler(), LinearDiscriminantAnalysis(solver="lsqr")),
+            # shrinkage needs a solver that forms the covariance
+            {"lineardiscriminantanalysis__solver": "lsqr"},
             {"lineardiscriminantanalysis__shrinkage": [None, "auto", 0.5]},
-            "neg_log_loss",
         ),
         (
             "denoising",
             "mixture16",
-            "SoftmaxAttentionDenoiser",
-            SoftmaxAttentionDenoiser(max_iter=iterations // 2, device=device, random_state=seed),
+            "SoftmaxAttentionDenoiser (2 residual heads)",
+            {},
             {"n_components": [2, 4, 8]},
-            "neg_mean_squared_error",
         ),
         (
             "denoising",
             "mixture16",
             "GaussianMixtureDenoiser",
-            GaussianMixtureDenoiser(random_state=seed),
+            {},
             {"n_components": [2, 4, 8]},
-            "neg_mean_squared_error",
         ),
     ]
     units = []
-    for section, task_name, name, estimator, grid, scoring in searches:
-        if (section, task_name) not in result.tasks:
+    for section, task_name, name, fixed, grid in searches:
+        task = result.tasks.get((section, task_name))
+        if task is None:
             continue
+        candidates = builders[section](task, quick=quick, device=device, random_state=seed)
+        estimator = candidates[name].set_params(**fixed)
 
-        def run(
-            section=section,
-            task_name=task_name,
-            name=name,
-            estimator=estimator,
-            grid=grid,
-            scoring=scoring,
-        ):
-            task = result.tasks[section, task_name]
-            if isinstance(estimator, GaussianMixtureDenoiser):
-                estimator = estimator.set_params(noise_variance=task.noise_variance)
-            splitter = StratifiedKFold if section == "classification" else KFold
+        def run(section=section, task=task, name=name, estimator=estimator, grid=grid):
             search = GridSearchCV(
                 estimator,
                 grid,
-                scoring=scoring,
-                cv=splitter(n_folds, shuffle=True, random_state=seed),
+                scoring=SEARCH_SCORING[section],
+                cv=SPLITTERS[section](n_folds, shuffle=True, random_state=seed),
                 n_jobs=n_jobs,
                 error_score="raise",
             ).fit(task.X, task.y)
@@ -320,10 +299,10 @@ def _grid_searches(result, settings, n_jobs, n_folds) -> list:
                     result.searches.append(
                         {
                             "section": section,
-                            "task": task_name,
+                            "task": task.name,
                             "estimator": name,
                             "params": {key.split("__")[-1]: value for key, value in params.items()},
-                            "scoring": scoring,
+                            "scoring": SEARCH_SCORING[section],
                             "fold": fold,
                             "score": float(cv[f"split{fold}_test_score"][candidate]),
                             "rank": int(cv["rank_test_score"][candidate]),
