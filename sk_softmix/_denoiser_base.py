@@ -37,6 +37,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         "prompt_size": [Interval(Integral, 2, None, closed="left"), None],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="left"), None],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "device": [str],
         "random_state": ["random_state"],
@@ -327,6 +329,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             verbose=self.verbose,
             name=type(self).__name__,
             resume=resume,
+            # partial_fit is one pass by definition: no stopping, no warning
+            tol=None if resume is not None else self.tol,
+            n_iter_no_change=self.n_iter_no_change,
         )
         fitted = {
             name: tensor.detach().cpu().numpy().astype(np.float64) / rescale[name]

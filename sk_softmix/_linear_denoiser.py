@@ -45,6 +45,18 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         Adam iterations; 0 keeps the initial parameters.
     learning_rate : float, default=0.01
         Peak Adam step size, decayed to zero on a cosine schedule.
+    tol : float, default=None
+        Early stopping. ``None`` runs exactly ``max_iter`` iterations (the
+        cosine decay is planned over them) and never warns. A float: the
+        training loss is averaged over blocks of 10 iterations and training
+        stops once ``n_iter_no_change`` blocks in a row fail to beat the best
+        block by ``tol``; running out of ``max_iter`` first emits a
+        ``ConvergenceWarning``. The loss is in training units: per-entry
+        squared error (or SURE) of data rescaled to unit root-mean-square.
+        ``partial_fit`` ignores it.
+    n_iter_no_change : int, default=5
+        Blocks of 10 iterations without an improvement of ``tol`` that stop
+        training; used only with ``tol``.
     batch_size : int, default=1024
         Training queries per iteration, and queries evaluated at once by
         ``transform``.
@@ -147,6 +159,8 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         prompt_size=None,
         max_iter=200,
         learning_rate=0.01,
+        tol=None,
+        n_iter_no_change=5,
         batch_size=1024,
         device="auto",
         random_state=None,
@@ -160,6 +174,8 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         self.prompt_size = prompt_size
         self.max_iter = max_iter
         self.learning_rate = learning_rate
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.device = device
         self.random_state = random_state

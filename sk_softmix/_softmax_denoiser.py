@@ -58,6 +58,18 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         initial parameters.
     learning_rate : float, default=0.02
         Peak Adam step size, decayed to zero on a cosine schedule.
+    tol : float, default=None
+        Early stopping. ``None`` runs exactly ``max_iter`` iterations (the
+        cosine decay is planned over them) and never warns. A float: the
+        training loss is averaged over blocks of 10 iterations and training
+        stops once ``n_iter_no_change`` blocks in a row fail to beat the best
+        block by ``tol``; running out of ``max_iter`` first emits a
+        ``ConvergenceWarning``. The loss is in training units: per-entry
+        squared error (or SURE) of data rescaled to unit root-mean-square.
+        ``partial_fit`` ignores it.
+    n_iter_no_change : int, default=5
+        Blocks of 10 iterations without an improvement of ``tol`` that stop
+        training; used only with ``tol``.
     batch_size : int, default=256
         Training queries per iteration, and queries evaluated at once by
         ``transform`` (memory ``n_heads * batch_size * L`` scores).
@@ -176,6 +188,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         prompt_size=None,
         max_iter=200,
         learning_rate=0.02,
+        tol=None,
+        n_iter_no_change=5,
         batch_size=256,
         device="auto",
         random_state=None,
@@ -189,6 +203,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self.prompt_size = prompt_size
         self.max_iter = max_iter
         self.learning_rate = learning_rate
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.device = device
         self.random_state = random_state

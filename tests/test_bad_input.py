@@ -370,6 +370,9 @@ INVALID_PARAMETERS = {
         ("learning_rate", 0),
         ("learning_rate", -0.1),
         ("batch_size", 0),
+        ("tol", -1e-3),
+        ("tol", "small"),
+        ("n_iter_no_change", 0),
         ("device", 3),
         ("random_state", "seed"),
         ("verbose", -1),
@@ -410,6 +413,8 @@ INVALID_PARAMETERS = {
         ("random_state", "seed"),
         ("verbose", -1),
         ("alpha", -1.0),
+        ("tol", -1e-3),
+        ("n_iter_no_change", 0),
     ],
 }
 INVALID_PARAMETERS["softmax"] += INVALID_PARAMETERS["attention"]
