@@ -49,6 +49,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     # divided by its root-mean-square, where these are rescaled accordingly.
     _inverse_square_scaled = ("U",)
 
+    # Whether ``_forward`` evaluates ``batch_size`` queries at a time by itself.
+    _engine_chunks_queries = False
+
     def _initial_parameters(self, prompt, noise_variance, random_state) -> dict:
         """Starting parameters, NumPy float64 in the data's units."""
         raise NotImplementedError
@@ -458,9 +461,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         if exclude is not None:
             exclude = as_tensor(exclude, queries.device)
         chunks = []
+        # An engine that chunks by batch_size itself gets every query at once,
+        # so it can reuse one scores buffer across its chunks.
+        step = X.shape[0] if self._engine_chunks_queries else self.batch_size
         with torch.no_grad():
-            for start in range(0, X.shape[0], self.batch_size):
-                stop = start + self.batch_size
+            for start in range(0, X.shape[0], max(step, 1)):
+                stop = start + step
                 chunk_exclude = None if exclude is None else exclude[start:stop]
                 chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))
         return torch.cat(chunks).cpu().numpy()

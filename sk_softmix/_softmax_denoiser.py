@@ -210,6 +210,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    _engine_chunks_queries = True
+
     def _parameter_names(self):
         return ("U", "V", "skip") if self.residual else ("U", "V")
 
@@ -220,7 +222,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             parameters["U"],
             parameters["V"],
             exclude=exclude,
-            batch_size=queries.shape[0],
+            batch_size=self.batch_size,
         )
         return combine_heads(heads, queries, skip=parameters.get("skip"))
 

@@ -121,12 +121,23 @@ def softmax_attention(
         batch_size = queries.shape[0]
     step = _chunk_size(batch_size, U.shape[0], prompt.shape[0])
 
+    # Without gradients, every chunk writes its scores into the same buffer:
+    # a fresh (H, step, L) block per chunk let glibc keep the freed ones
+    # resident (its mmap threshold rises after the first free), so memory
+    # grew with the number of queries instead of staying one chunk.
+    workspace = _Workspace()
     outputs = []
     for start in range(0, queries.shape[0], step):
         chunk = queries[start : start + step]
         chunk_exclude = None if exclude is None else exclude[start : start + step]
         transformed = torch.einsum("hij,nj->hni", U, chunk)  # (H, p, p), (n, p) -> (H, n, p)
-        mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
+        if method == "matmul" and not (torch.is_grad_enabled() and transformed.requires_grad):
+            with torch.no_grad():
+                mean = _weighted_moments(
+                    transformed, prompt, chunk_exclude, second=False, workspace=workspace
+                )[0]
+        else:
+            mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
         outputs.append(torch.einsum("hqp,hnp->hnq", V, mean))  # V_h applied per head
     out = torch.cat(outputs, dim=1)
     return out[0] if single_head else out
@@ -373,9 +384,9 @@ class _ClosedFormMean(torch.autograd.Function):
         return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None
 
 
-def _weighted_moments(transformed, prompt, exclude, *, second):
+def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None):
     """Softmax weights exponentiated in place, then one matmul for the moments."""
-    scores = _scores(transformed, prompt, exclude)  # (H, n, L)
+    scores = _scores(transformed, prompt, exclude, workspace)  # (H, n, L)
     scores -= scores.amax(dim=-1, keepdim=True)
     weights = scores.exp_()  # unnormalised, in (0, 1]
     total = weights.sum(dim=-1, keepdim=True)  # (H, n, 1), >= 1
@@ -401,17 +412,45 @@ def _mean_and_covariance(weights, total, prompt, dtype):
     return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
 
 
-def _scores(transformed, prompt, exclude):
-    """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L)."""
+def _scores(transformed, prompt, exclude, workspace=None):
+    """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L).
+
+    With a ``workspace`` the scores are written into its buffer, which the
+    caller must not need again until it is done with these scores.
+    """
     bound = transformed.norm(dim=-1).amax() * prompt.norm(dim=-1).amax()
     dtype = transformed.dtype
     if bound > torch.finfo(dtype).max / 4:
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
-    scores = transformed.to(dtype) @ prompt.to(dtype).mT  # (H, n, p) @ (p, L) -> (H, n, L)
+    n_heads, n_queries, p = transformed.shape
+    if workspace is None:
+        scores = transformed.to(dtype) @ prompt.to(dtype).mT  # (H, n, p) @ (p, L) -> (H, n, L)
+    else:
+        scores = workspace.take((n_heads, n_queries, prompt.shape[0]), dtype, prompt.device)
+        # one (H n, p) @ (p, L) product straight into the buffer
+        torch.mm(
+            transformed.to(dtype).reshape(-1, p),
+            prompt.to(dtype).mT,
+            out=scores.view(-1, prompt.shape[0]),
+        )
     if exclude is not None:
         rows = torch.nonzero(exclude >= 0).squeeze(-1)
         scores[:, rows, exclude[rows]] = -math.inf
     return scores
+
+
+class _Workspace:
+    """A scratch buffer reused by every chunk of one call, grown when too small."""
+
+    def __init__(self):
+        self.buffer = None
+
+    def take(self, shape, dtype, device):
+        size = math.prod(shape)
+        buffer = self.buffer
+        if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
+            buffer = self.buffer = torch.empty(size, dtype=dtype, device=device)
+        return buffer[:size].view(shape)
 
 
 def _keep_mask(transformed, prompt, exclude):

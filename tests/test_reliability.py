@@ -8,7 +8,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-import sk_softmix._softmax_denoiser as softmax_module
+import sk_softmix.attention as attention_module
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture, make_lda
 
@@ -94,13 +94,13 @@ def test_a_million_queries_stream_in_chunks(monkeypatch):
     denoiser = SoftmaxAttentionDenoiser(max_iter=0, batch_size=4_096, device="cpu").fit(Z, X)
     queries = np.random.default_rng(1).normal(size=(1_000_000, 2)).astype(np.float32) * 3
     largest = []
-    engine = softmax_module.softmax_attention
+    scores_of = attention_module._scores
 
-    def recording(chunk, *args, **kwargs):
-        largest.append(chunk.shape[0])
-        return engine(chunk, *args, **kwargs)
+    def recording(transformed, *args, **kwargs):
+        largest.append(transformed.shape[1])  # (H, queries in the chunk, p)
+        return scores_of(transformed, *args, **kwargs)
 
-    monkeypatch.setattr(softmax_module, "softmax_attention", recording)
+    monkeypatch.setattr(attention_module, "_scores", recording)
     denoised = denoiser.transform(queries)
     assert denoised.shape == queries.shape and np.isfinite(denoised).all()
     assert max(largest) <= 4_096 and sum(largest) == len(queries)
