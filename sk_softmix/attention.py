@@ -117,6 +117,13 @@ def softmax_attention(
         raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
     if method == "auto":
         method = "sdpa" if queries.device.type == "cuda" else "matmul"
+    if method == "sdpa" and _may_overflow(
+        # ||U_h z|| <= ||U_h||_F ||z||: one check (one host sync) for every chunk
+        U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
+        prompt,
+        queries.dtype,
+    ):
+        method = "matmul"  # SDPA scores in the input dtype would overflow to NaN
     if method == "reference":
         batch_size = queries.shape[0]
     step = _chunk_size(batch_size, U.shape[0], prompt.shape[0])
@@ -136,6 +143,8 @@ def softmax_attention(
                 mean = _weighted_moments(
                     transformed, prompt, chunk_exclude, second=False, workspace=workspace
                 )[0]
+        elif method == "sdpa":  # overflow already ruled out for the whole call
+            mean = _sdpa_mean(transformed, prompt, chunk_exclude)
         else:
             mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
         outputs.append(torch.einsum("hqp,hnp->hnq", V, mean))  # V_h applied per head
@@ -284,14 +293,9 @@ def attention_mean(
     """
     needs_grad = torch.is_grad_enabled() and transformed.requires_grad
     if method == "sdpa":
-        keys = prompt.expand(transformed.shape[0], *prompt.shape)
-        return F.scaled_dot_product_attention(
-            transformed,
-            keys,
-            keys,
-            attn_mask=_keep_mask(transformed, prompt, exclude),
-            scale=1.0,
-        )
+        if not _may_overflow(transformed.norm(dim=-1).amax(), prompt, transformed.dtype):
+            return _sdpa_mean(transformed, prompt, exclude)
+        method = "matmul"  # the fused kernel scores in the input dtype: NaN past its range
     if method == "reference":
         scores = _scores(transformed, prompt, exclude)
         return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
@@ -412,15 +416,28 @@ def _mean_and_covariance(weights, total, prompt, dtype):
     return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
 
 
+def _sdpa_mean(transformed, prompt, exclude):
+    """The fused kernel's softmax-weighted mean; scores must fit the dtype."""
+    keys = prompt.expand(transformed.shape[0], *prompt.shape)
+    return F.scaled_dot_product_attention(
+        transformed, keys, keys, attn_mask=_keep_mask(transformed, prompt, exclude), scale=1.0
+    )
+
+
+def _may_overflow(transformed_norm_bound, prompt, dtype):
+    """Whether a score ``z_i . (U z)`` can leave ``dtype``'s range (Cauchy-Schwarz)."""
+    bound = transformed_norm_bound * prompt.norm(dim=-1).amax()
+    return bool(bound > torch.finfo(dtype).max / 4)
+
+
 def _scores(transformed, prompt, exclude, workspace=None):
     """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L).
 
     With a ``workspace`` the scores are written into its buffer, which the
     caller must not need again until it is done with these scores.
     """
-    bound = transformed.norm(dim=-1).amax() * prompt.norm(dim=-1).amax()
     dtype = transformed.dtype
-    if bound > torch.finfo(dtype).max / 4:
+    if _may_overflow(transformed.norm(dim=-1).amax(), prompt, dtype):
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
     n_heads, n_queries, p = transformed.shape
     if workspace is None:
