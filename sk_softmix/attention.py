@@ -117,11 +117,17 @@ def softmax_attention(
         raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
     if method == "auto":
         method = "sdpa" if queries.device.type == "cuda" else "matmul"
-    if method == "sdpa" and _may_overflow(
-        # ||U_h z|| <= ||U_h||_F ||z||: one check (one host sync) for every chunk
-        U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
-        prompt,
-        queries.dtype,
+    # ||U_h z|| <= ||U_h||_F ||z||: one check (one host sync) for every chunk.
+    # Skipped when training: the estimators train on data scaled to unit RMS,
+    # and a training step should not wait on the host.
+    if (
+        method == "sdpa"
+        and not (torch.is_grad_enabled() and any(t.requires_grad for t in (queries, prompt, U, V)))
+        and _may_overflow(
+            U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
+            prompt,
+            queries.dtype,
+        )
     ):
         method = "matmul"  # SDPA scores in the input dtype would overflow to NaN
     if method == "reference":
@@ -451,8 +457,11 @@ def _scores(transformed, prompt, exclude, workspace=None):
             out=scores.view(-1, prompt.shape[0]),
         )
     if exclude is not None:
-        rows = torch.nonzero(exclude >= 0).squeeze(-1)
-        scores[:, rows, exclude[rows]] = -math.inf
+        # a gather and a scatter, no nonzero(): selecting rows on the host
+        # would cost a GPU sync per chunk
+        rows, columns = torch.arange(n_queries, device=scores.device), exclude.clamp(min=0)
+        kept = scores[:, rows, columns]
+        scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, kept)
     return scores
 
 
@@ -473,9 +482,10 @@ class _Workspace:
 def _keep_mask(transformed, prompt, exclude):
     if exclude is None:
         return None
-    keep = torch.ones(transformed.shape[1], prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    rows = torch.nonzero(exclude >= 0).squeeze(-1)
-    keep[rows, exclude[rows]] = False
+    n_queries = transformed.shape[1]
+    keep = torch.ones(n_queries, prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    # -1 (leave nothing out) rewrites column 0 with True: no host-side row selection
+    keep[torch.arange(n_queries, device=keep.device), exclude.clamp(min=0)] = exclude < 0
     return keep
 
 
