@@ -64,7 +64,7 @@ def print_table(title: str, headers: list[str], rows: list[list]) -> None:
         if isinstance(value, float):
             if value != value:
                 return "nan"
-            return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
+            return f"{value:,.3g}" if abs(value) < 1e3 else f"{value:,.0f}"
         if isinstance(value, int):
             return f"{value:,}"
         return str(value)

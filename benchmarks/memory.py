@@ -9,7 +9,10 @@ difference is also recorded, but it has read 0 even where sampling saw
 hundreds of MiB added, so sampling is the measure.
 
 The bound is one chunk of scores, ``n_heads x batch_size x L x 4`` bytes,
-plus ``O(L p)`` for copies of the prompt and ``O(n p)`` for the output.
+plus ``O(L p)`` for copies of the prompt and ``O(n p)`` for the queries and
+the output: per-head outputs, their concatenation, the combined heads and a
+tensor view of the input, counted as ``IO_COPIES`` float32 copies of
+``n x p``. Only the ``O(n p)`` term may grow with the query count.
 """
 
 import os
@@ -23,6 +26,8 @@ from common import print_table
 
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
+
+IO_COPIES = 6
 
 PROBE = """
 import os, pickle, resource, sys, threading, time
@@ -101,7 +106,7 @@ def run(quick, device):
                 fixed = None
                 if heads:
                     fixed = _probe(model_path, prompt_path, size, fixed_mmap_threshold=True)[0]
-                output = size * p * 4 / 2**20
+                output = IO_COPIES * size * p * 4 / 2**20
                 rows.append(
                     {
                         "entry": name,

@@ -125,7 +125,7 @@ def softmax_attention(
         and not (torch.is_grad_enabled() and any(t.requires_grad for t in (queries, prompt, U, V)))
         and _may_overflow(
             U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
-            prompt,
+            prompt.norm(dim=-1).amax(),
             queries.dtype,
         )
     ):
@@ -138,7 +138,7 @@ def softmax_attention(
     # a fresh (H, step, L) block per chunk let glibc keep the freed ones
     # resident (its mmap threshold rises after the first free), so memory
     # grew with the number of queries instead of staying one chunk.
-    workspace = _Workspace()
+    workspace = _Workspace(prompt)
     outputs = []
     for start in range(0, queries.shape[0], step):
         chunk = queries[start : start + step]
@@ -299,7 +299,8 @@ def attention_mean(
     """
     needs_grad = torch.is_grad_enabled() and transformed.requires_grad
     if method == "sdpa":
-        if not _may_overflow(transformed.norm(dim=-1).amax(), prompt, transformed.dtype):
+        largest = transformed.norm(dim=-1).amax()
+        if not _may_overflow(largest, prompt.norm(dim=-1).amax(), transformed.dtype):
             return _sdpa_mean(transformed, prompt, exclude)
         method = "matmul"  # the fused kernel scores in the input dtype: NaN past its range
     if method == "reference":
@@ -430,10 +431,9 @@ def _sdpa_mean(transformed, prompt, exclude):
     )
 
 
-def _may_overflow(transformed_norm_bound, prompt, dtype):
+def _may_overflow(transformed_norm_bound, prompt_norm_bound, dtype):
     """Whether a score ``z_i . (U z)`` can leave ``dtype``'s range (Cauchy-Schwarz)."""
-    bound = transformed_norm_bound * prompt.norm(dim=-1).amax()
-    return bool(bound > torch.finfo(dtype).max / 4)
+    return bool(transformed_norm_bound * prompt_norm_bound > torch.finfo(dtype).max / 4)
 
 
 def _scores(transformed, prompt, exclude, workspace=None):
@@ -443,7 +443,9 @@ def _scores(transformed, prompt, exclude, workspace=None):
     caller must not need again until it is done with these scores.
     """
     dtype = transformed.dtype
-    if _may_overflow(transformed.norm(dim=-1).amax(), prompt, dtype):
+    # the workspace's prompt norm: an O(L) temporary per chunk fragments the heap
+    prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
+    if _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
     n_heads, n_queries, p = transformed.shape
     if workspace is None:
@@ -466,10 +468,12 @@ def _scores(transformed, prompt, exclude, workspace=None):
 
 
 class _Workspace:
-    """A scratch buffer reused by every chunk of one call, grown when too small."""
+    """What every chunk of one call over ``prompt`` reuses: a scores buffer
+    (grown when too small) and the prompt's largest token norm."""
 
-    def __init__(self):
+    def __init__(self, prompt):
         self.buffer = None
+        self.prompt_norm = prompt.norm(dim=-1).amax()
 
     def take(self, shape, dtype, device):
         size = math.prod(shape)
