@@ -14,6 +14,32 @@ FIGURE2_MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
 FIGURE2 = {"means": FIGURE2_MEANS, "covariance": 1.0, "noise_variance": 4.0}
 
 
+# Prepended to the subprocess probes of sections 2 and 6:
+# ``peak_extra_mib(call)`` runs ``call()`` while a thread samples the resident
+# set size (/proc/self/statm) and returns its result and the peak added, MiB.
+PEAK_SAMPLER_SOURCE = """
+import os, threading, time
+def _resident():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def peak_extra_mib(call, interval=0.001):
+    before = _resident()
+    peak, running = [before], [True]
+    def sample():
+        while running[0]:
+            peak[0] = max(peak[0], _resident())
+            time.sleep(interval)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = call()
+    finally:
+        running[0] = False
+        sampler.join()
+    return result, (peak[0] - before) / 2**20
+"""
+
+
 def synchronize(device: str) -> None:
     """Wait for queued CUDA work, so that wall-clock times are complete."""
     if str(device).startswith("cuda"):

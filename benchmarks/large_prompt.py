@@ -17,20 +17,18 @@ import subprocess
 import sys
 import tempfile
 
-from common import FIGURE2, print_table
+from common import FIGURE2, PEAK_SAMPLER_SOURCE, print_table
 
 from sk_softmix import SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
 
 REFERENCE = (10_000, 10_000)
 
-PROBE = """
-import os, pickle, sys, threading, time
+PROBE = (
+    PEAK_SAMPLER_SOURCE
+    + """
+import pickle, sys
 import numpy as np
-page = os.sysconf("SC_PAGE_SIZE")
-def resident():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * page
 denoiser = pickle.load(open(sys.argv[1], "rb"))
 means = np.array([[3.0, 0.0], [0.0, 3.0]], dtype=np.float32)
 def draw(n, seed):
@@ -42,29 +40,19 @@ def pairs_per_second(n, L, repeats):
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        out = denoiser.transform(queries, prompt=prompt)
+        denoiser.transform(queries, prompt=prompt)
         best = min(best, time.perf_counter() - start)
-    return n * L / best, best, out
+    return n * L / best, best
 n_ref, L_ref, n, L = (int(a) for a in sys.argv[2:6])
 denoiser.transform(draw(300, 3), prompt=draw(1000, 4))  # kernels and thread pools first
-reference_rate, reference_seconds, _ = pairs_per_second(n_ref, L_ref, 3)
+reference_rate, reference_seconds = pairs_per_second(n_ref, L_ref, 3)
 queries, prompt = draw(n, 5), draw(L, 6)
-peak, running = [resident()], [True]
-def sample():
-    while running[0]:
-        peak[0] = max(peak[0], resident())
-        time.sleep(0.005)
-before = resident()
-sampler = threading.Thread(target=sample)
-sampler.start()
 start = time.perf_counter()
-out = denoiser.transform(queries, prompt=prompt)
+out, peak = peak_extra_mib(lambda: denoiser.transform(queries, prompt=prompt), interval=0.005)
 seconds = time.perf_counter() - start
-running[0] = False
-sampler.join()
-print(reference_rate, reference_seconds, seconds, (peak[0] - before) / 2**20,
-      int(np.isfinite(out).all()))
+print(reference_rate, reference_seconds, seconds, peak, int(np.isfinite(out).all()))
 """
+)
 
 
 def run(quick, device):

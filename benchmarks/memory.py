@@ -22,40 +22,29 @@ import sys
 import tempfile
 
 import numpy as np
-from common import print_table
+from common import PEAK_SAMPLER_SOURCE, print_table
 
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
 
 IO_COPIES = 6
 
-PROBE = """
-import os, pickle, resource, sys, threading, time
+PROBE = (
+    PEAK_SAMPLER_SOURCE
+    + """
+import pickle, resource, sys
 import numpy as np
-page = os.sysconf("SC_PAGE_SIZE")
-def resident():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * page
 denoiser = pickle.load(open(sys.argv[1], "rb"))
 prompt = np.load(sys.argv[2])
 n, p = int(sys.argv[3]), prompt.shape[1]
 queries = (np.random.default_rng(1).normal(size=(n, p)) * 3).astype(np.float32)
 denoiser.transform(queries[:300], prompt=prompt)  # kernels and thread pools first
-peak, running = [resident()], [True]
-def sample():
-    while running[0]:
-        peak[0] = max(peak[0], resident())
-        time.sleep(0.001)
 maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-before = resident()
-sampler = threading.Thread(target=sample)
-sampler.start()
-denoiser.transform(queries, prompt=prompt)
-running[0] = False
-sampler.join()
+_, peak = peak_extra_mib(lambda: denoiser.transform(queries, prompt=prompt))
 maxrss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((peak[0] - before) / 2**20, (maxrss_after - maxrss_before) / 2**10)
+print(peak, (maxrss_after - maxrss_before) / 2**10)
 """
+)
 
 
 def _probe(model_path, prompt_path, n_queries, fixed_mmap_threshold=False):
