@@ -565,10 +565,15 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             X[prompt_indices].astype(np.float64), 2 * labels[prompt_indices] - 1
         )
         history = {key: [] for key in ("w", "b", "r", "s", "balance")}
-        for snapshot in snapshots:
+        # one device-to-host copy per parameter for the whole run, not per iteration
+        stacked = {
+            name: torch.stack([snapshot[name] for snapshot in snapshots]).cpu().numpy()
+            for name in snapshots[0]
+        }
+        for iteration in range(len(snapshots)):
             theta = {
-                name: tensor.cpu().numpy().astype(np.float64) / scale ** _SCALE_POWER[name]
-                for name, tensor in snapshot.items()
+                name: values[iteration].astype(np.float64) / scale ** _SCALE_POWER[name]
+                for name, values in stacked.items()
             }
             per_head = [
                 effective_coordinates(
@@ -617,7 +622,9 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             ],
             dim=1,
         )
-        heads = softmax_attention(queries, prompt, U, V, exclude=exclude, batch_size=len(queries))
+        heads = softmax_attention(
+            queries, prompt, U, V, exclude=exclude, batch_size=self.batch_size
+        )
         return heads.sum(dim=0)
 
     def _scores(self, X):
@@ -631,8 +638,5 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         )
         queries = as_tensor(X, device, dtype)
         with torch.no_grad():
-            chunks = [
-                self._forward(parameters, queries[start : start + self.batch_size], prompt, None)
-                for start in range(0, len(X), self.batch_size)
-            ]
-        return torch.cat(chunks).cpu().numpy()
+            # the engine chunks by batch_size, reusing one scores buffer
+            return self._forward(parameters, queries, prompt, None).cpu().numpy()

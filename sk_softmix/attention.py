@@ -443,9 +443,12 @@ def _scores(transformed, prompt, exclude, workspace=None):
     caller must not need again until it is done with these scores.
     """
     dtype = transformed.dtype
+    # Not while training: the estimators train on data scaled to unit RMS, and
+    # the check is a host sync (a GPU stall per step).
+    training = torch.is_grad_enabled() and transformed.requires_grad
     # the workspace's prompt norm: an O(L) temporary per chunk fragments the heap
     prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
-    if _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
+    if not training and _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
     n_heads, n_queries, p = transformed.shape
     if workspace is None:

@@ -3,21 +3,29 @@
 Every test here is marked ``cuda`` and skipped, not failed, without a GPU
 (``pytest -m cuda`` selects them; ``benchmarks/gpu_check.sh`` runs them). The
 CPU half of the persistence contract, that fitted state holds no torch
-objects, is checked on every machine by ``test_fitted_state_is_numpy_only``.
+objects, is checked on every machine by ``test_fitted_state_is_numpy_only``,
+and so is the absence of host round trips per training step or prediction
+chunk: the estimators run the GPU's attention method (SDPA) on the CPU while
+every tensor-to-host conversion from sk_softmix code is counted.
 """
 
+import functools
 import pickle
+import sys
 
 import numpy as np
 import pytest
 import torch
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
+import sk_softmix._classifier as classifier_module
+import sk_softmix._softmax_denoiser as softmax_denoiser_module
 from sk_softmix import (
     BayesDenoiser,
     LinearAttentionDenoiser,
     SoftmaxAttentionClassifier,
     SoftmaxAttentionDenoiser,
+    attention,
 )
 from sk_softmix.datasets import make_gaussian_mixture, make_lda
 
@@ -114,3 +122,93 @@ def test_classifier_scores_do_not_depend_on_the_chunk_size():
     for batch_size in (1, 7, 10_000):
         clf.set_params(batch_size=batch_size)
         np.testing.assert_allclose(clf.decision_function(X), reference, rtol=1e-12, atol=1e-12)
+
+
+# -- host round trips, counted on any machine -----------------------------------
+
+_HOST_SYNCS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+
+
+class _HostSyncCounter:
+    """Counts what sk_softmix's own code asks of tensors that would wait on a GPU.
+
+    Every tensor-to-host conversion called from an ``sk_softmix`` frame is
+    counted (torch's own, e.g. Adam's CPU step counter, is not).
+    """
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        for name in _HOST_SYNCS:
+            monkeypatch.setattr(torch.Tensor, name, self._counting(getattr(torch.Tensor, name)))
+        monkeypatch.setattr(torch, "nonzero", self._counting(torch.nonzero))
+
+    def _counting(self, original):
+        def counted(*args, **kwargs):
+            if sys._getframe(1).f_globals.get("__name__", "").startswith("sk_softmix"):
+                self.count += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+    def during(self, call):
+        before = self.count
+        call()
+        return self.count - before
+
+
+@pytest.fixture
+def cuda_code_path(monkeypatch):
+    """The estimators' attention as on a GPU (SDPA), with host syncs counted."""
+    as_on_cuda = functools.partial(attention.softmax_attention, method="sdpa")
+    monkeypatch.setattr(softmax_denoiser_module, "softmax_attention", as_on_cuda)
+    monkeypatch.setattr(classifier_module, "softmax_attention", as_on_cuda)
+    return _HostSyncCounter(monkeypatch)
+
+
+SYNC_CASES = {
+    "softmax-denoiser": (SoftmaxAttentionDenoiser(batch_size=50), "denoise"),
+    "softmax-denoiser-SURE": (SoftmaxAttentionDenoiser(noise_variance=4.0, batch_size=50), "sure"),
+    "linear-denoiser": (LinearAttentionDenoiser(batch_size=50), "denoise"),
+    "classifier-adam": (SoftmaxAttentionClassifier(batch_size=50), "classify"),
+    "classifier-gd": (SoftmaxAttentionClassifier(solver="gd", batch_size=50), "classify"),
+}
+
+
+def _sync_case_data(kind, n):
+    if kind == "classify":
+        return make_lda(n, **C1, random_state=0)
+    Z, X, _ = make_gaussian_mixture(n, **FIGURE_2, random_state=0)
+    return (Z,) if kind == "sure" else (Z, X)
+
+
+@pytest.mark.parametrize("case", SYNC_CASES, ids=list(SYNC_CASES))
+def test_training_makes_no_host_round_trip_per_step(case, cuda_code_path):
+    """The issue's "no per-batch host round trips", checked without a GPU.
+
+    Training runs the code a GPU would (SDPA attention); every host sync from
+    sk_softmix is counted, and 12 steps must not cost more than 4 do.
+    """
+    estimator, kind = SYNC_CASES[case]
+    data = _sync_case_data(kind, 300)
+    counts = [
+        cuda_code_path.during(
+            lambda steps=steps: estimator.set_params(
+                max_iter=steps, device="cpu", random_state=0
+            ).fit(*data)
+        )
+        for steps in (4, 12)
+    ]
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("case", SYNC_CASES, ids=list(SYNC_CASES))
+def test_prediction_makes_no_host_round_trip_per_chunk(case, cuda_code_path):
+    estimator, kind = SYNC_CASES[case]
+    estimator.set_params(max_iter=2, device="cpu", random_state=0).fit(*_sync_case_data(kind, 300))
+    predict = estimator.decision_function if kind == "classify" else estimator.transform
+    # 4 chunks of batch_size against 20
+    counts = [
+        cuda_code_path.during(lambda n=n: predict(_sync_case_data(kind, n)[0]))
+        for n in (200, 1_000)
+    ]
+    assert counts[0] == counts[1], counts
