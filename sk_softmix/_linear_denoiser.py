@@ -7,7 +7,7 @@ import torch
 from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
-from .attention import stacked_linear_attention, stacked_linear_maps
+from .attention import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
 
 
 class LinearAttentionDenoiser(AttentionDenoiserBase):
@@ -206,6 +206,12 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
 
     def _forward_and_divergence(self, parameters, queries, prompt, exclude):
         # The stack is the linear map M = M_K ... M_1: its divergence is tr(M).
+        if self.n_layers == 1 and exclude is not None:
+            # one layer: tr(M) per query in closed form, no p x p map per query
+            divergence = _one_layer_trace(
+                prompt, parameters["U"], parameters["V"], residual=self.residual, exclude=exclude
+            )
+            return self._forward(parameters, queries, prompt, exclude), divergence
         maps = stacked_linear_maps(
             prompt, parameters["U"], parameters["V"], residual=self.residual, exclude=exclude
         )

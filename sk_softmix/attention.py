@@ -605,8 +605,31 @@ def stacked_linear_attention(
     ``2 * 1.5 * 2.125 = 6.375``.
     """
     _check_prompt(queries, prompt, exclude)
+    if U.dim() == 4 and U.shape[0] == 1 and exclude is not None:
+        # One layer with leave-one-out: linear attention drops each query's
+        # own token in O(H p^2), where a map per query costs O(H p^3).
+        heads = linear_attention(queries, prompt, U[0], V[0], exclude=exclude)  # (H, n, p)
+        return heads.sum(dim=0) + queries if residual else heads.sum(dim=0)
     maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
     return (maps @ queries.unsqueeze(-1)).squeeze(-1)  # (m, p, p) @ (n, p, 1), m in {1, n}
+
+
+def _one_layer_trace(prompt, U, V, *, residual, exclude):
+    """``tr M`` of one linear layer per query, each leaving out its own token.
+
+    ``tr(V_h Sigma_n U_h)`` with ``Sigma_n = (L Sigma - o o^T) / (L - 1)`` is
+    ``(L tr(V_h Sigma U_h) - o^T U_h V_h o) / (L - 1)``: ``O(H p^2)`` per
+    query instead of forming its map. ``U``, ``V``: (1, H, p, p); returns (n,).
+    """
+    U, V = U[0], V[0]
+    count = prompt.shape[0]
+    second_moment = prompt.mT @ prompt / count
+    shared = torch.einsum("hij,jk,hki->", V, second_moment, U)  # sum_h tr(V_h Sigma U_h)
+    left_out = (exclude >= 0).to(prompt.dtype)
+    own = prompt[exclude.clamp(min=0)] * left_out.unsqueeze(-1)  # (n, p), zero if none
+    own_term = torch.einsum("ni,hij,hjk,nk->n", own, U, V, own)  # sum_h o^T U_h V_h o
+    trace = (count * shared - own_term) / (count - left_out)
+    return trace + prompt.shape[-1] if residual else trace
 
 
 def stacked_linear_maps(

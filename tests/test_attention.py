@@ -5,12 +5,14 @@ import pytest
 import torch
 
 from sk_softmix.attention import (
+    _one_layer_trace,
     attention_covariance,
     attention_mean,
     combine_heads,
     linear_attention,
     softmax_attention,
     stacked_linear_attention,
+    stacked_linear_maps,
 )
 
 N_QUERIES, PROMPT_LENGTH, N_FEATURES, N_HEADS, OUT_FEATURES = 9, 40, 3, 2, 4
@@ -113,11 +115,11 @@ def numpy_linear_stack(queries, prompt, U, V, residual, exclude=None):
     return out
 
 
+@pytest.mark.parametrize("n_layers", [1, 3])  # 1 with leave-out: the O(p^2) path
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("leave_out", [False, True])
-def test_stacked_linear_layers_match_explicit_token_updates(problem, residual, leave_out):
+def test_stacked_linear_layers_match_explicit_token_updates(problem, residual, leave_out, n_layers):
     rng = np.random.default_rng(1)
-    n_layers = 3
     U = rng.normal(size=(n_layers, N_HEADS, N_FEATURES, N_FEATURES)) / 3
     V = rng.normal(size=(n_layers, N_HEADS, N_FEATURES, N_FEATURES)) / 3
     exclude = problem["exclude"] if leave_out else None
@@ -131,6 +133,18 @@ def test_stacked_linear_layers_match_explicit_token_updates(problem, residual, l
         exclude=None if exclude is None else torch.tensor(exclude),
     )
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_one_layer_trace_matches_the_per_query_maps(problem, residual):
+    """The closed-form divergence of a one-layer stack, against forming each map."""
+    rng = np.random.default_rng(2)
+    U, V = (torch.tensor(rng.normal(size=(1, N_HEADS, N_FEATURES, N_FEATURES))) for _ in range(2))
+    prompt, exclude = torch.tensor(problem["prompt"]), torch.tensor(problem["exclude"])
+    maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
+    expected = torch.diagonal(maps, dim1=-2, dim2=-1).sum(-1)
+    trace = _one_layer_trace(prompt, U, V, residual=residual, exclude=exclude)
+    torch.testing.assert_close(trace, expected, rtol=1e-10, atol=1e-10)
 
 
 def test_single_head_shapes_return_two_dimensional_output(problem):
