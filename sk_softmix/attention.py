@@ -605,13 +605,22 @@ def stacked_linear_attention(
     ``2 * 1.5 * 2.125 = 6.375``.
     """
     _check_prompt(queries, prompt, exclude)
-    if U.dim() == 4 and U.shape[0] == 1 and exclude is not None:
+    _check_layers(U, V, prompt.shape[-1])
+    if U.shape[0] == 1 and exclude is not None:
         # One layer with leave-one-out: linear attention drops each query's
         # own token in O(H p^2), where a map per query costs O(H p^3).
         heads = linear_attention(queries, prompt, U[0], V[0], exclude=exclude)  # (H, n, p)
         return heads.sum(dim=0) + queries if residual else heads.sum(dim=0)
     maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
     return (maps @ queries.unsqueeze(-1)).squeeze(-1)  # (m, p, p) @ (n, p, 1), m in {1, n}
+
+
+def _check_layers(U, V, p):
+    if U.dim() != 4 or U.shape[-2:] != (p, p) or V.shape != U.shape:
+        raise ValueError(
+            f"U and V must both have shape (n_layers, H, {p}, {p}); got "
+            f"{tuple(U.shape)} and {tuple(V.shape)}."
+        )
 
 
 def _one_layer_trace(prompt, U, V, *, residual, exclude):
@@ -679,11 +688,7 @@ def stacked_linear_maps(
              [0.0000, 1.5000]]])
     """
     p = prompt.shape[-1]
-    if U.dim() != 4 or U.shape[-2:] != (p, p) or V.shape != U.shape:
-        raise ValueError(
-            f"U and V must both have shape (n_layers, H, {p}, {p}); got "
-            f"{tuple(U.shape)} and {tuple(V.shape)}."
-        )
+    _check_layers(U, V, p)
     count = prompt.shape[0]
     second_moment = (prompt.mT @ prompt / count).unsqueeze(0)  # (1, p, p)
     if exclude is not None:

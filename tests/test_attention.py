@@ -250,3 +250,12 @@ def test_residual_heads_with_the_in_context_output_map_are_one_head_plus_a_skip(
     torch.testing.assert_close(combined, expected, rtol=1e-12, atol=1e-12)
     summed = combine_heads(heads, t["queries"], skip=identity * 3)
     torch.testing.assert_close(summed, heads.sum(0) + 3 * t["queries"])
+
+
+@pytest.mark.parametrize("exclude", [None, torch.tensor([0, -1, 1])])
+@pytest.mark.parametrize("shape", [(1, 1, 2, 3), (2, 2, 2), (1, 1, 3, 3)])
+def test_stacked_layers_of_the_wrong_shape_are_a_clear_error(shape, exclude):
+    # one layer with leave-out takes a faster path: it must validate the same way
+    U = torch.zeros(shape)
+    with pytest.raises(ValueError, match=r"U and V must both have shape \(n_layers, H, 2, 2\)"):
+        stacked_linear_attention(torch.zeros(3, 2), torch.ones(4, 2), U, U, exclude=exclude)
