@@ -540,7 +540,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         losses = torch.empty(self.max_iter, device=device)
         report_every = 1 if self.verbose > 1 else max(1, self.max_iter // 10)
         plateau = PlateauStop(self.tol, self.n_iter_no_change)
-        n_run, stopped = self.max_iter, False
+        n_run = self.max_iter
         for iteration in range(self.max_iter):
             loss = loss_on(everything)
             gradients = torch.autograd.grad(loss, list(trained.values()))
@@ -554,9 +554,9 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                     f"loss {loss.item():.6g}"
                 )
             if plateau.should_stop(losses, iteration):
-                n_run, stopped = iteration + 1, True
+                n_run = iteration + 1
                 break
-        plateau.warn_if_unconverged(stopped, self.max_iter, type(self).__name__)
+        plateau.warn_if_unconverged(self.max_iter, type(self).__name__)
         return losses[:n_run].cpu().numpy().astype(np.float64)
 
     def _coordinate_history(self, snapshots, prompt_indices, X, labels, scale):

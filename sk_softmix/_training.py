@@ -27,6 +27,7 @@ class PlateauStop:
         self.n_iter_no_change = n_iter_no_change
         self.best = math.inf
         self.blocks_without_improvement = 0
+        self.stopped = False
 
     def should_stop(self, losses: torch.Tensor, iteration: int) -> bool:
         """Whether to stop after ``iteration`` (0-based), given losses so far."""
@@ -39,11 +40,12 @@ class PlateauStop:
         else:
             self.blocks_without_improvement += 1
         self.best = min(self.best, block_mean)
-        return self.blocks_without_improvement >= self.n_iter_no_change
+        self.stopped = self.blocks_without_improvement >= self.n_iter_no_change
+        return self.stopped
 
-    def warn_if_unconverged(self, stopped: bool, n_steps: int, name: str) -> None:
+    def warn_if_unconverged(self, n_steps: int, name: str) -> None:
         """Warn like scikit-learn when ``max_iter`` ran out before the plateau."""
-        if self.tol is not None and not stopped and n_steps > 0:
+        if self.tol is not None and not self.stopped and n_steps > 0:
             warnings.warn(
                 f"{name}: max_iter={n_steps} steps ran out before the training loss "
                 f"stopped improving by tol={self.tol:g} (over {self.n_iter_no_change} "
@@ -131,7 +133,7 @@ def minibatch_adam(
     losses = torch.empty(max_iter, device=device)
     report_every = 1 if verbose > 1 else max(1, max_iter // 10)
     plateau = PlateauStop(tol, n_iter_no_change)
-    n_run, stopped = max_iter, False
+    n_run = max_iter
     for iteration in range(max_iter):
         if cursor + batch_size > n_queries:
             order, cursor = torch.randperm(n_queries, generator=generator).to(device), 0
@@ -148,11 +150,11 @@ def minibatch_adam(
         if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
             print(f"[{name}] iteration {iteration + 1}/{max_iter}  loss {loss.item():.6g}")
         if plateau.should_stop(losses, iteration):
-            n_run, stopped = iteration + 1, True
+            n_run = iteration + 1
             if verbose:
                 print(f"[{name}] loss stopped improving; stopping at iteration {n_run}")
             break
-    plateau.warn_if_unconverged(stopped, max_iter, name)
+    plateau.warn_if_unconverged(max_iter, name)
     if resume is not None:
         resume[:] = [
             {key: value.detach().cpu().numpy() for key, value in optimizer.state[p].items()}
