@@ -117,6 +117,11 @@ def softmax_attention(
         raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
     if method == "auto":
         method = "sdpa" if queries.device.type == "cuda" else "matmul"
+    # Without gradients, every chunk writes its scores into the same buffer:
+    # a fresh (H, step, L) block per chunk let glibc keep the freed ones
+    # resident (its mmap threshold rises after the first free), so memory
+    # grew with the number of queries instead of staying one chunk.
+    workspace = _Workspace(prompt)
     # ||U_h z|| <= ||U_h||_F ||z||: one check (one host sync) for every chunk.
     # Skipped when training: the estimators train on data scaled to unit RMS,
     # and a training step should not wait on the host.
@@ -125,7 +130,7 @@ def softmax_attention(
         and not (torch.is_grad_enabled() and any(t.requires_grad for t in (queries, prompt, U, V)))
         and _may_overflow(
             U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
-            prompt.norm(dim=-1).amax(),
+            workspace.prompt_norm,
             queries.dtype,
         )
     ):
@@ -134,11 +139,6 @@ def softmax_attention(
         batch_size = queries.shape[0]
     step = _chunk_size(batch_size, U.shape[0], prompt.shape[0])
 
-    # Without gradients, every chunk writes its scores into the same buffer:
-    # a fresh (H, step, L) block per chunk let glibc keep the freed ones
-    # resident (its mmap threshold rises after the first free), so memory
-    # grew with the number of queries instead of staying one chunk.
-    workspace = _Workspace(prompt)
     outputs = []
     for start in range(0, queries.shape[0], step):
         chunk = queries[start : start + step]
