@@ -13,11 +13,10 @@ import numpy as np
 from sk_softmix import BayesDenoiser, GaussianMixtureDenoiser, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_denoising_tasks
 
-n_tasks = 60
+# partial_fit decays its step over the calls by itself (learning_rate / (1 + t/300)^2
+# over its Adam steps t), so the plain loop is all it takes
 denoiser = SoftmaxAttentionDenoiser(random_state=0)
-for k, (Z, X, _, _) in enumerate(make_denoising_tasks(n_tasks, 2_000, 2, random_state=0)):
-    # decay the step over the tasks, as a learning-rate schedule would
-    denoiser.set_params(learning_rate=0.01 * (1 + np.cos(np.pi * k / n_tasks)))
+for Z, X, _, _ in make_denoising_tasks(100, 2_000, 2, random_state=0):
     denoiser.partial_fit(Z, X)
 
 Z, X, means, weights = next(make_denoising_tasks(1, 4_000, 2, random_state=99))

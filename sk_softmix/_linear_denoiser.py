@@ -8,6 +8,7 @@ from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
 from .attention import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
+from .constructions import best_linear_map
 
 
 class LinearAttentionDenoiser(AttentionDenoiserBase):
@@ -30,33 +31,53 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     residual : bool, default=True
         Whether each layer adds its input back.
     noise_variance : float, default=None
-        Variance ``xi^2`` of the noise in ``X``, used by ``init="bayes"`` and
-        by training on Stein's unbiased risk estimate when ``fit`` gets no
+        Variance ``xi^2`` of the noise in ``X``, used by the starts and by
+        training on Stein's unbiased risk estimate when ``fit`` gets no
         ``y``; estimated from ``X - y`` when omitted and ``y`` is given.
-    init : {"bayes", "random"}, default="bayes"
-        ``"bayes"``: the best linear estimator ``z -> (I - xi^2 Sigma^{-1}) z``
-        written as attention (``U = Sigma^{-1}``, with ``Sigma`` the prompt's
-        second-moment matrix), later layers the identity. ``"random"``: small
-        random heads.
+    init : {"auto", "linear", "bayes", "random"}, default="auto"
+        ``"linear"``: the best linear map ``z -> M z`` of the training points
+        (:func:`~sk_softmix.constructions.best_linear_map`: least squares to
+        ``y`` without an intercept, or without ``y``
+        ``M = (Sigma - xi^2 I)_+ Sigma^{-1}``, ``Sigma`` their second-moment
+        matrix) written as attention (``U = Sigma^{-1}`` over the prompt),
+        later layers the identity; with ``max_iter=0`` ``transform`` is that
+        map. ``"bayes"``: the same from ``noise_variance`` even when ``y`` is
+        given. ``"auto"``: train from both (one start without ``y``, where
+        they coincide) and keep the better on held-out points, or the
+        untrained linear start if it scores lower still (``early_stopping``).
+        ``"random"``: small random heads.
     prompt_size : int, default=None
         ``None``: every training point is in the prompt; an int: a random
         subset of that size.
     max_iter : int, default=200
-        Adam iterations; 0 keeps the initial parameters.
+        Iterations of the solver (loss evaluations for L-BFGS); 0 keeps the
+        start.
     learning_rate : float, default=0.01
-        Peak Adam step size, decayed to zero on a cosine schedule.
+        Peak Adam step size, decayed to zero on a cosine schedule by ``fit``;
+        ``partial_fit`` decays it as ``learning_rate / (1 + t / 300)**2``.
+    solver : {"auto", "lbfgs", "adam"}, default="auto"
+        As in :class:`SoftmaxAttentionDenoiser`: full-batch L-BFGS while a
+        pass over the training queries is cheap, Adam above.
+    early_stopping : "auto" or bool, default="auto"
+        As in :class:`SoftmaxAttentionDenoiser`: hold out
+        ``validation_fraction`` of the points and keep the parameters that
+        score best on them (squared error, or Stein's unbiased risk estimate
+        without ``y``), the untrained linear start unless a trained one
+        scores lower.
+    validation_fraction : float, default=0.1
+        Fraction of the training points held out by ``early_stopping``.
     tol : float, default=None
-        Early stopping. ``None`` runs exactly ``max_iter`` iterations (the
-        cosine decay is planned over them) and never warns. A float: the
-        training loss is averaged over blocks of 10 iterations and training
-        stops once ``n_iter_no_change`` blocks in a row fail to beat the best
-        block by ``tol``; running out of ``max_iter`` first emits a
-        ``ConvergenceWarning``. The loss is in training units: per-entry
-        squared error (or SURE) of data rescaled to unit root-mean-square.
-        ``partial_fit`` ignores it.
+        With a validation set: the improvement a check must bring to count.
+        Without one: ``None`` runs exactly ``max_iter`` iterations and never
+        warns; a float averages the training loss over blocks of 10
+        iterations and stops once ``n_iter_no_change`` blocks in a row fail
+        to beat the best block by ``tol``, emitting a ``ConvergenceWarning``
+        if ``max_iter`` runs out first. The loss is in training units:
+        per-entry squared error (or SURE) of data rescaled to unit
+        root-mean-square. ``partial_fit`` ignores it.
     n_iter_no_change : int, default=5
-        Blocks of 10 iterations without an improvement of ``tol`` that stop
-        training; used only with ``tol``.
+        Checks (of 10 Adam steps each) without improvement that stop
+        training.
     batch_size : int, default=1024
         Training queries per iteration, and queries evaluated at once by
         ``transform``.
@@ -79,11 +100,15 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         Value matrices.
     noise_variance_ : float
         The noise variance used by the initialisation (given or estimated).
+    init_ : str
+        The start whose parameters were kept.
     history_ : ndarray of shape (`n_iter_`,)
-        Training loss per iteration, per entry: the minibatch mean squared
-        error against ``y``, or its SURE estimate when trained without ``y``.
+        Training loss of the kept run per iteration, per entry: the minibatch
+        mean squared error against ``y``, or its SURE estimate when trained
+        without ``y``.
     n_iter_ : int
-        Number of training iterations run.
+        Number of training iterations run, over every start trained (and
+        over every ``partial_fit`` call).
     device_ : str
         Device the model was fitted on.
     optimizer_state_ : list of dict
@@ -155,10 +180,13 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         n_layers=1,
         residual=True,
         noise_variance=None,
-        init="bayes",
+        init="auto",
         prompt_size=None,
         max_iter=200,
         learning_rate=0.01,
+        solver="auto",
+        early_stopping="auto",
+        validation_fraction=0.1,
         tol=None,
         n_iter_no_change=5,
         batch_size=1024,
@@ -174,6 +202,9 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         self.prompt_size = prompt_size
         self.max_iter = max_iter
         self.learning_rate = learning_rate
+        self.solver = solver
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
@@ -219,25 +250,47 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         divergence = torch.diagonal(maps, dim1=-2, dim2=-1).sum(-1).expand(len(queries))
         return denoised, divergence
 
-    def _initial_parameters(self, prompt, noise_variance, random_state):
+    # no selective start to meta-train from: the linear one serves partial_fit
+    _meta_training_start = "linear"
+
+    def _auto_starts(self):
+        return ("linear", "bayes")  # one map without clean targets: see _starts
+
+    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names):
+        starts = {}
+        for name in names:
+            if name == "random":
+                starts[name] = self._random_layers(prompt, random_state)
+            elif name == "bayes" and train_y is None and "linear" in names:
+                continue  # without clean targets "linear" is this very map already
+            else:
+                clean = train_y if name == "linear" else None
+                starts[name] = self._layers_for(
+                    best_linear_map(train_X, clean, noise_variance), prompt
+                )
+        return starts
+
+    def _random_layers(self, prompt, random_state):
         n_features = prompt.shape[1]
         size = (self.n_layers, self.n_heads, n_features, n_features)
-        if self.init == "random":
-            scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
-            U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
-            V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
-            return {"U": U, "V": V}
+        scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
+        U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
+        V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
+        return {"U": U, "V": V}
+
+    def _layers_for(self, linear_map, prompt):
+        """Layer one applies ``linear_map`` (``U = Sigma^{-1}``), later layers the identity."""
+        n_features = prompt.shape[1]
+        size = (self.n_layers, self.n_heads, n_features, n_features)
         U, V = np.zeros(size), np.zeros(size)
         identity = np.eye(n_features)
         second_moment = prompt.T @ prompt / prompt.shape[0]
-        precision = np.linalg.pinv(second_moment, hermitian=True)
-        # The best linear estimator z -> (I - xi^2 Sigma^{-1}) z in layer one ...
-        best_linear = identity - noise_variance * precision
-        U[0, 0] = precision
-        V[0, 0] = best_linear - identity if self.residual else best_linear
+        # V Sigma U = V with U = Sigma^{-1}, on the range of Sigma
+        U[0, 0] = np.linalg.pinv(second_moment, hermitian=True)
+        V[0, 0] = linear_map - identity if self.residual else linear_map
         # ... and identity layers after it (zero heads when residual).
         if not self.residual:
-            second_moment = best_linear @ second_moment @ best_linear.T
+            second_moment = linear_map @ second_moment @ linear_map.T
             for layer in range(1, self.n_layers):
                 U[layer, 0] = np.linalg.pinv(second_moment, hermitian=True)
                 V[layer, 0] = identity

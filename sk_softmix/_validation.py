@@ -40,19 +40,30 @@ def unchanged_on_error(estimator):
         raise
 
 
-def choose_prompt(n_samples: int, prompt_size, random_state) -> np.ndarray:
+def choose_prompt(
+    n_samples: int, prompt_size, random_state, rows: np.ndarray | None = None
+) -> np.ndarray:
     """Sorted rows of the training set that form the prompt.
 
-    ``prompt_size=None`` takes every row; an int takes a random subset.
+    ``prompt_size=None`` takes every row of ``rows`` (default: all
+    ``n_samples``); an int takes a random subset of them. ``rows`` are the
+    rows left to train on after holding some out for validation.
     """
-    if prompt_size is None:
-        return np.arange(n_samples)
-    if prompt_size > n_samples:
+    if prompt_size is not None and prompt_size > n_samples:
         raise ValueError(
             f"prompt_size={prompt_size} exceeds the {n_samples} samples passed to fit; "
             "use prompt_size=None to use them all."
         )
-    return np.sort(random_state.choice(n_samples, prompt_size, replace=False))
+    rows = np.arange(n_samples) if rows is None else rows
+    if prompt_size is None:
+        return rows
+    if prompt_size > len(rows):
+        raise ValueError(
+            f"prompt_size={prompt_size} exceeds the {len(rows)} samples left to train on "
+            f"after holding out {n_samples - len(rows)} for validation (early_stopping); "
+            "use a smaller prompt_size or early_stopping=False."
+        )
+    return np.sort(random_state.choice(rows, prompt_size, replace=False))
 
 
 def prompt_positions(prompt_indices: np.ndarray, n_samples: int) -> np.ndarray:

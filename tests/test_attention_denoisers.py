@@ -51,7 +51,7 @@ def test_figure_2_two_heads_reach_bayes_within_two_percent(figure_2):
     gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
     # measured 0.7% with default settings; 2% is the bound
     assert gap < 0.02
-    assert denoiser.history_.shape == (denoiser.max_iter,)
+    assert denoiser.history_.shape == (denoiser.n_iter_,) and denoiser.init_ == "bayes"
 
 
 def test_figure_2_gaussian_mixture_plug_in_within_one_percent(figure_2):
@@ -189,10 +189,12 @@ def test_transform_is_the_documented_formula(residual):
     ).fit(Z, X)
     queries = rng.normal(size=(7, 3))
     expected = np.zeros_like(queries)
+    prompt = Z[denoiser.prompt_indices_]  # the rows not held out for validation
+    np.testing.assert_array_equal(denoiser.prompt_, prompt)
     for U, V in zip(denoiser.U_, denoiser.V_, strict=True):
-        scores = queries @ U.T @ Z.T  # (n, L): z_i^T U z
+        scores = queries @ U.T @ prompt.T  # (n, L): z_i^T U z
         a = np.exp(scores - scores.max(axis=1, keepdims=True))
-        expected += (a / a.sum(axis=1, keepdims=True)) @ Z @ V.T
+        expected += (a / a.sum(axis=1, keepdims=True)) @ prompt @ V.T
     if residual:
         expected += queries @ denoiser.skip_.T
     np.testing.assert_allclose(denoiser.transform(queries), expected, rtol=1e-10)
@@ -334,6 +336,14 @@ def test_unavailable_cuda_is_a_clear_error():
 def test_verbose_reports_training_progress(capsys):
     rng = np.random.default_rng(10)
     Z, X = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
-    SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0).fit(Z, X)
+    one_run = {"init": "bayes", "solver": "adam", "early_stopping": False}
+    SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0, **one_run).fit(Z, X)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 11 and lines[-1].startswith("[SoftmaxAttentionDenoiser] iteration 20/20")
+    # with the default model selection: the construction's validation against
+    # the untrained linear start, and the choice
+    SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0).fit(Z, X)
+    lines = capsys.readouterr().out.splitlines()
+    assert "against the untrained 'linear' start (validation)" in lines[-2]
+    assert lines[-2].startswith("[SoftmaxAttentionDenoiser] start 'bayes'")
+    assert lines[-1].startswith("[SoftmaxAttentionDenoiser] kept ")

@@ -161,7 +161,14 @@ def test_theorem_3_6_population_gradient_descent():
 def test_full_batch_gradient_descent_records_the_dynamics():
     X, y = make_lda(600, **C2, random_state=8)
     clf = SoftmaxAttentionClassifier(
-        init="zero", solver="gd", learning_rate=0.05, alpha=0.0, max_iter=40, random_state=0
+        residual=False,
+        init="zero",
+        solver="gd",
+        early_stopping=False,
+        learning_rate=0.05,
+        alpha=0.0,
+        max_iter=40,
+        random_state=0,
     ).fit(X, y)
     history = clf.history_
     assert history["loss"].shape == (40,) and history["w"].shape == (40, 1, 20)
@@ -254,7 +261,9 @@ def test_labels_of_any_type_map_through_classes():
 
 def test_effective_coordinates_method_matches_the_function():
     X, y = make_lda(500, **C1, random_state=12)
-    clf = SoftmaxAttentionClassifier(max_iter=10, random_state=0).fit(X, y)
+    # the paper's model and start, trained on every point (no held-out rows)
+    paper = {"residual": False, "init": "zero", "early_stopping": False, "random_state": 0}
+    clf = SoftmaxAttentionClassifier(max_iter=10, **paper).fit(X, y)
     coordinates = clf.effective_coordinates()
     statistics = class_statistics(X, y)
     expected = effective_coordinates(
@@ -268,7 +277,7 @@ def test_effective_coordinates_method_matches_the_function():
     assert b_star == pytest.approx(lda.intercept_[0], rel=1e-10)
     # history_ holds the coordinates where each iteration's loss was taken:
     # the first entry is the initialisation's
-    start = SoftmaxAttentionClassifier(max_iter=0, random_state=0).fit(X, y)
+    start = SoftmaxAttentionClassifier(max_iter=0, **paper).fit(X, y)
     initial = effective_coordinates(
         start.U11_[0], start.u12_[0], start.v21_[0], start.v22_[0], *statistics
     )

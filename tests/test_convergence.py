@@ -19,11 +19,14 @@ from sk_softmix.datasets import make_gaussian_mixture, make_lda
 MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
 FIGURE_2 = {"means": MEANS, "covariance": 1.0, "noise_variance": 4.0}
 
+# tol watches the training loss when there is no validation set, with the
+# first-order solvers (L-BFGS has its own convergence test)
+WITHOUT_VALIDATION = {"early_stopping": False, "device": "cpu", "random_state": 0}
 ESTIMATORS = [
-    SoftmaxAttentionDenoiser(device="cpu", random_state=0),
-    LinearAttentionDenoiser(device="cpu", random_state=0),
-    SoftmaxAttentionClassifier(device="cpu", random_state=0),
-    SoftmaxAttentionClassifier(solver="gd", learning_rate=0.5, device="cpu", random_state=0),
+    SoftmaxAttentionDenoiser(init="bayes", solver="adam", **WITHOUT_VALIDATION),
+    LinearAttentionDenoiser(init="linear", solver="adam", **WITHOUT_VALIDATION),
+    SoftmaxAttentionClassifier(solver="adam", **WITHOUT_VALIDATION),
+    SoftmaxAttentionClassifier(solver="gd", learning_rate=0.5, **WITHOUT_VALIDATION),
 ]
 IDS = ["softmax-denoiser", "linear-denoiser", "classifier-adam", "classifier-gd"]
 
@@ -125,7 +128,7 @@ def test_early_stopping_on_the_figure_2_task_stays_near_bayes():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         denoiser = SoftmaxAttentionDenoiser(
-            max_iter=1000, tol=1e-4, device="cpu", random_state=0
+            max_iter=1000, tol=1e-4, solver="adam", **WITHOUT_VALIDATION
         ).fit(Z, X)
     assert denoiser.n_iter_ < 1000
     risk = np.mean((denoiser.transform(Z_test) - X_test) ** 2)

@@ -165,12 +165,18 @@ def cuda_code_path(monkeypatch):
     return _HostSyncCounter(monkeypatch)
 
 
+# The training loop itself, one start, no validation checks (each check costs
+# one host sync by design, once every 10 steps).
+LOOP = {"batch_size": 50, "early_stopping": False}
 SYNC_CASES = {
-    "softmax-denoiser": (SoftmaxAttentionDenoiser(batch_size=50), "denoise"),
-    "softmax-denoiser-SURE": (SoftmaxAttentionDenoiser(noise_variance=4.0, batch_size=50), "sure"),
-    "linear-denoiser": (LinearAttentionDenoiser(batch_size=50), "denoise"),
-    "classifier-adam": (SoftmaxAttentionClassifier(batch_size=50), "classify"),
-    "classifier-gd": (SoftmaxAttentionClassifier(solver="gd", batch_size=50), "classify"),
+    "softmax-denoiser": (SoftmaxAttentionDenoiser(init="bayes", solver="adam", **LOOP), "denoise"),
+    "softmax-denoiser-SURE": (
+        SoftmaxAttentionDenoiser(noise_variance=4.0, init="bayes", solver="adam", **LOOP),
+        "sure",
+    ),
+    "linear-denoiser": (LinearAttentionDenoiser(init="linear", solver="adam", **LOOP), "denoise"),
+    "classifier-adam": (SoftmaxAttentionClassifier(solver="adam", **LOOP), "classify"),
+    "classifier-gd": (SoftmaxAttentionClassifier(solver="gd", **LOOP), "classify"),
 }
 
 

@@ -42,9 +42,9 @@ class _InterruptAfter:
 
 
 ESTIMATORS = [
-    SoftmaxAttentionDenoiser(max_iter=10, device="cpu", random_state=0),
-    LinearAttentionDenoiser(max_iter=10, device="cpu", random_state=0),
-    SoftmaxAttentionClassifier(max_iter=10, device="cpu", random_state=0),
+    SoftmaxAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
+    LinearAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
+    SoftmaxAttentionClassifier(max_iter=10, solver="adam", device="cpu", random_state=0),
 ]
 
 

@@ -31,6 +31,7 @@ DENOISERS = [
     "SoftmaxAttentionDenoiser (1 plain head)",
     "LinearAttentionDenoiser",
     "GaussianMixtureDenoiser",
+    "best affine map (LinearRegression)",
 ]
 FIGURES = [
     "denoising_risk.png",
@@ -66,8 +67,8 @@ def test_report_files_hold_every_estimator_with_finite_numbers(study, tmp_path):
     with (tmp_path / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     folds = [row for row in rows if row["kind"] == "cross_validate"]
-    # 3 classification tasks x 4-5 estimators and 3 denoising tasks x 6-7, 2 folds each
-    assert len(folds) == 2 * (5 + 5 + 4 + 7 + 7 + 6)
+    # 3 classification tasks x 4-5 estimators and 3 denoising tasks x 7-8, 2 folds each
+    assert len(folds) == 2 * (5 + 5 + 4 + 8 + 8 + 7)
     for row in folds:
         metrics = ["mse"] if row["section"] == "denoising" else ["accuracy", "log_loss"]
         assert all(math.isfinite(float(row[metric])) for metric in metrics + ["fit_seconds"])

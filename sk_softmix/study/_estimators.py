@@ -9,7 +9,7 @@ from sklearn.discriminant_analysis import (
     LinearDiscriminantAnalysis,
     QuadraticDiscriminantAnalysis,
 )
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -20,6 +20,7 @@ from .._softmax_denoiser import SoftmaxAttentionDenoiser
 from ._tasks import Task
 
 ATTENTION_CLASSIFIER = "SoftmaxAttentionClassifier"
+AFFINE = "best affine map (LinearRegression)"
 BAYES = "Bayes (oracle)"
 
 
@@ -82,6 +83,9 @@ def denoisers(task: Task, *, quick: bool, device: str, random_state: int) -> dic
         "GaussianMixtureDenoiser": GaussianMixtureDenoiser(
             n_components, noise_variance=task.noise_variance, random_state=random_state
         ),
+        # the linear special case of every softmax denoiser with a skip path:
+        # least squares from noisy to clean points, with an intercept
+        AFFINE: LinearRegression(),
     }
     if task.oracle is not None:
         candidates[BAYES] = task.oracle

@@ -114,7 +114,7 @@ def _digits_grid(result, plt):
         if (section, task_name) == key
     }
     rows = [("clean", task.y[test]), ("noisy", task.X[test])]
-    rows += [(name, fitted.transform(task.X[test])) for name, fitted in methods.items()]
+    rows += [(name, fitted.predict(task.X[test])) for name, fitted in methods.items()]
     figure, axes = plt.subplots(len(rows), len(test), figsize=(1.1 * len(test), 1.2 * len(rows)))
     for (label, images), row in zip(rows, np.atleast_2d(axes), strict=True):
         for image, ax in zip(images, row, strict=True):
