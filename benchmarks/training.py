@@ -126,7 +126,9 @@ def classifier_fit(quick, device):
                     "log_loss": float(log_loss(y_test, model.predict_proba(X_test))),
                     "kept": getattr(fitted, "init_", None),
                     "solver": getattr(fitted, "solver", None),
-                    "n_iter": getattr(fitted, "n_iter_", None),
+                    "n_iter": None
+                    if getattr(fitted, "n_iter_", None) is None
+                    else int(np.max(fitted.n_iter_)),
                 }
             )
     print_table(
@@ -141,7 +143,7 @@ def classifier_fit(quick, device):
                 r["accuracy"],
                 r["log_loss"],
                 r["kept"] or "",
-                "" if r["n_iter"] is None else int(np.max(r["n_iter"])),
+                "" if r["n_iter"] is None else r["n_iter"],
             ]
             for r in rows
         ],

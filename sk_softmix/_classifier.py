@@ -660,11 +660,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                     )
                 return loss
 
-            def validation_losses():
+            def validation_losses(limit=None):
                 scores = classifier_scores(
-                    trained, validation_features, prompt, None, self.batch_size
+                    trained, validation_features[:limit], prompt, None, self.batch_size
                 )
-                return classification_losses(scores, validation_targets, binary)
+                return classification_losses(scores, validation_targets[:limit], binary)
 
             return loss_on, validation_losses if validation_rows is not None else None
 

@@ -404,15 +404,15 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         its own prompt; validation rows are not in the prompt.
         """
         validation = np.zeros(X.shape[0], dtype=bool)
-        if validation_rows is not None:
-            validation[validation_rows] = True
+        held_out = np.empty(0, dtype=np.int64) if validation_rows is None else validation_rows
+        validation[held_out] = True
         queries = as_tensor(X / scale, device, torch.float32)
         targets = None if y is None else as_tensor(y / scale, device, torch.float32)
         xi2 = noise_variance / scale**2
         prompt = queries[as_tensor(prompt_indices, device)]
         exclude = as_tensor(prompt_positions(prompt_indices, X.shape[0]), device)
         train_rows = as_tensor(np.flatnonzero(~validation), device)
-        validation_rows = as_tensor(np.flatnonzero(validation), device)
+        held_out = as_tensor(held_out, device)  # in random order: a prefix is a sample
 
         def per_query_losses(parameters, rows, query_exclude):
             chunk_queries = queries[rows]
@@ -429,11 +429,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 rows = train_rows[batch]
                 return per_query_losses(parameters, rows, exclude[rows]).mean()
 
-            def validation_losses():
+            def validation_losses(limit=None):
+                rows = held_out[:limit]
                 return torch.cat(
                     [
-                        per_query_losses(parameters, validation_rows[start:stop], None)
-                        for start, stop in _chunks(len(validation_rows), self.batch_size)
+                        per_query_losses(parameters, rows[start:stop], None)
+                        for start, stop in _chunks(len(rows), self.batch_size)
                     ]
                 )
 
