@@ -140,6 +140,13 @@ def validation_split(
     train, validation = train_test_split(
         everything, test_size=n_validation, stratify=labels, random_state=random_state
     )
+    if labels is not None and np.bincount(labels[train], minlength=len(counts)).min() < 2:
+        if early_stopping is True:
+            raise ValueError(
+                f"early_stopping=True with validation_fraction={validation_fraction} leaves "
+                "a class fewer than 2 training samples; use a smaller validation_fraction."
+            )
+        return everything, None
     # the validation rows stay in random order: any prefix is a random subset
     return np.sort(train), validation
 
