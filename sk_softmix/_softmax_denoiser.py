@@ -208,10 +208,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     it. Hence ``init="auto"`` trains the construction (and, with two or more
     residual heads, the linear start) and compares the results with the
     untrained linear start on held-out points. On
-    the study's tasks (5-fold, 10,000 points) this keeps the construction's
-    training on the mixtures (1.0-3% above Bayes, the Gaussian-mixture
-    plug-in 0.2-2%) and the Wiener map on noisy digits, where the trained
-    construction is 65% worse.
+    the study's tasks (5-fold, 10,000 points) this keeps trained heads on the
+    mixtures (1.0-3.7% above Bayes, the Gaussian-mixture plug-in 0.2-2%) and
+    the Wiener map on noisy digits, where the trained construction is about
+    65% worse.
 
     Training runs in float32 on data divided by its root-mean-square (an
     exact symmetry: ``U`` scales by the inverse square), with each training

@@ -27,7 +27,7 @@ BAYES = "Bayes (oracle)"
 def classifiers(task: Task, *, quick: bool, device: str, random_state: int) -> dict:
     """Name -> unfitted estimator for one classification task."""
     attention = SoftmaxAttentionClassifier(
-        max_iter=100 if quick else 300, device=device, random_state=random_state
+        max_iter=60 if quick else 300, device=device, random_state=random_state
     )
     candidates = {
         ATTENTION_CLASSIFIER: make_pipeline(StandardScaler(), attention),
