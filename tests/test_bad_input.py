@@ -376,6 +376,10 @@ INVALID_PARAMETERS = {
         ("device", 3),
         ("random_state", "seed"),
         ("verbose", -1),
+        ("solver", "gd"),
+        ("early_stopping", "yes"),
+        ("validation_fraction", 0.0),
+        ("validation_fraction", 1.0),
     ],
     "softmax": [("n_components", 0)],
     "linear": [("n_layers", 0)],
@@ -415,6 +419,10 @@ INVALID_PARAMETERS = {
         ("alpha", -1.0),
         ("tol", -1e-3),
         ("n_iter_no_change", 0),
+        ("residual", "yes"),
+        ("early_stopping", "yes"),
+        ("validation_fraction", 0.0),
+        ("validation_fraction", 1.5),
     ],
 }
 INVALID_PARAMETERS["softmax"] += INVALID_PARAMETERS["attention"]
@@ -462,6 +470,9 @@ SEMANTIC_INVALID = [
     ("bayes", "covariance", [[1.0, 0.0], [0.0, -1.0]], "covariance"),
     ("classifier", "device", "nope", "device='nope'"),
     ("classifier", "prompt_size", 1000, "prompt_size=1000 exceeds the 60 samples"),
+    # the held-out tenth is not in the prompt
+    ("softmax", "prompt_size", 58, "prompt_size=58 exceeds the 54 samples left to train on"),
+    ("classifier", "prompt_size", 58, "prompt_size=58 exceeds the 54 samples left to train on"),
 ]
 
 
