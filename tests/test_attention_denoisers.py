@@ -51,7 +51,8 @@ def test_figure_2_two_heads_reach_bayes_within_two_percent(figure_2):
     gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
     # measured 0.7% with default settings; 2% is the bound
     assert gap < 0.02
-    assert denoiser.history_.shape == (denoiser.n_iter_,) and denoiser.init_ == "bayes"
+    # a trained start was kept (two are trained: the linear one and the construction)
+    assert denoiser.init_ in ("linear", "bayes") and 0 < len(denoiser.history_) <= 200
 
 
 def test_figure_2_gaussian_mixture_plug_in_within_one_percent(figure_2):
