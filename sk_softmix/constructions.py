@@ -316,7 +316,9 @@ def best_affine_map(
     Returns
     -------
     A : ndarray of shape (p, p)
+        The linear part of the map.
     c : ndarray of shape (p,)
+        Its constant.
 
     See Also
     --------
@@ -371,6 +373,7 @@ def best_linear_map(
     Returns
     -------
     M : ndarray of shape (p, p)
+        The map.
 
     See Also
     --------
@@ -432,7 +435,9 @@ def affine_heads(
     Parameters
     ----------
     A : ndarray of shape (p, p)
+        The linear part of the map.
     c : ndarray of shape (p,)
+        Its constant.
     prompt : ndarray of shape (L, p)
         The tokens the heads attend over.
     n_heads : int
@@ -445,8 +450,11 @@ def affine_heads(
     Returns
     -------
     U : ndarray of shape (n_heads, p, p)
+        Interaction matrices.
     V : ndarray of shape (n_heads, p, p)
+        Value matrices.
     skip : ndarray of shape (p, p), or None when ``residual=False``
+        The skip map ``A``.
 
     See Also
     --------
