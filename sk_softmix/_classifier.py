@@ -40,6 +40,9 @@ _SCALE_POWER = {"U11": 2, "u12": 1, "v21": 1, "v22": 0, "skip": 1, "intercept": 
 # heavy tail that a small validation set cannot see. On iris (12 validation
 # points, no error among them) overconfident trained heads passed one
 # standard error in 4 folds of 5 and tripled the held-out log-loss of LDA.
+# The stall of the held-out log-loss also stops L-BFGS: on separable data the
+# logistic loss has no finite minimiser, and L-BFGS ran its 300 iterations
+# while the heads grew overconfident (C1, 1,600 points: 2.3 s, 0.9 s now).
 _SELECTION = Selection(start=2.0, checkpoint=2.0)
 
 
@@ -125,7 +128,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         checkpoint is better by two standard errors, and the untrained linear
         start unless the trained heads beat it by two standard errors. Adam
         and gradient descent stop after ``n_iter_no_change`` checks (one
-        every 10 iterations) without improvement. ``"auto"`` holds out
+        every 10 iterations) without improvement, L-BFGS (checked at every
+        evaluation) after ten times as many. ``"auto"`` holds out
         whenever every class keeps at least 2 training pairs and 1 held-out
         pair, and otherwise keeps the linear start untrained; ``False``
         trains on every pair and keeps the final parameters (what the

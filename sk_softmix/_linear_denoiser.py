@@ -60,24 +60,24 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         pass over the training queries is cheap, Adam above.
     early_stopping : "auto" or bool, default="auto"
         As in :class:`SoftmaxAttentionDenoiser`: hold out
-        ``validation_fraction`` of the points and keep the parameters that
-        score best on them (squared error, or Stein's unbiased risk estimate
+        ``validation_fraction`` of the points and keep the start that scores
+        best on them (squared error, or Stein's unbiased risk estimate
         without ``y``), the untrained linear start unless a trained one
         scores lower.
     validation_fraction : float, default=0.1
         Fraction of the training points held out by ``early_stopping``.
     tol : float, default=None
-        With a validation set: the improvement a check must bring to count.
-        Without one: ``None`` runs exactly ``max_iter`` iterations and never
-        warns; a float averages the training loss over blocks of 10
-        iterations and stops once ``n_iter_no_change`` blocks in a row fail
-        to beat the best block by ``tol``, emitting a ``ConvergenceWarning``
-        if ``max_iter`` runs out first. The loss is in training units:
-        per-entry squared error (or SURE) of data rescaled to unit
-        root-mean-square. ``partial_fit`` ignores it.
+        Early stopping on the training loss, as in
+        :class:`SoftmaxAttentionDenoiser`: ``None`` runs exactly ``max_iter``
+        iterations and never warns; a float averages the training loss over
+        blocks of 10 iterations and stops once ``n_iter_no_change`` blocks in
+        a row fail to beat the best block by ``tol``, emitting a
+        ``ConvergenceWarning`` if ``max_iter`` runs out first. The loss is in
+        training units: per-entry squared error (or SURE) of data rescaled
+        to unit root-mean-square. ``partial_fit`` ignores it.
     n_iter_no_change : int, default=5
-        Checks (of 10 Adam steps each) without improvement that stop
-        training.
+        Blocks of 10 iterations without an improvement of ``tol`` that stop
+        training; used only with ``tol``.
     batch_size : int, default=1024
         Training queries per iteration, and queries evaluated at once by
         ``transform``.

@@ -95,32 +95,29 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         ``"adam"`` above. ``partial_fit`` always uses Adam.
     early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training points, train on
-        the rest, and keep the parameters that score best on the held-out
-        points: the squared error against ``y``, or Stein's unbiased risk
-        estimate without it. The final parameters stay unless an earlier
-        checkpoint is better by one standard error of the per-point
-        difference (the one-standard-error rule), and a trained start
-        replaces the untrained linear start when it scores lower. Adam stops
-        after ``n_iter_no_change`` checks (one every 10 steps) without
-        improvement. ``"auto"`` holds out whenever at least 2
-        points are left on each side, and otherwise keeps the linear start
-        untrained; ``False`` trains on every point and keeps the final
-        parameters.
+        the rest, and score the held-out points: the squared error against
+        ``y``, or Stein's unbiased risk estimate without it. A trained start
+        replaces the untrained linear start when it scores lower there.
+        Each start trains to its end (Adam's schedule, L-BFGS's convergence
+        test) and keeps its final parameters. ``"auto"`` holds out whenever
+        at least 2 points are left on each side, and otherwise keeps the
+        linear start untrained; ``False`` trains on every point and keeps
+        the start of lowest training loss.
     validation_fraction : float, default=0.1
         Fraction of the training points held out by ``early_stopping``.
     tol : float, default=None
-        With a validation set: the improvement a check must bring to count
-        (``None``: any). Without one: ``None`` runs exactly ``max_iter``
-        iterations and never warns; a float averages the training loss over
-        blocks of 10 iterations and stops once ``n_iter_no_change`` blocks in
-        a row fail to beat the best block by ``tol``, emitting a
-        ``ConvergenceWarning`` if ``max_iter`` runs out first (for L-BFGS,
-        the change of the loss below which it stops). The loss is in
-        training units: per-entry squared error (or SURE) of data rescaled
-        to unit root-mean-square. ``partial_fit`` ignores it.
+        Early stopping on the training loss. ``None`` runs exactly
+        ``max_iter`` Adam steps (the cosine decay is planned over them) and
+        never warns. A float: the training loss is averaged over blocks of 10
+        steps and training stops once ``n_iter_no_change`` blocks in a row
+        fail to beat the best block by ``tol``; running out of ``max_iter``
+        first emits a ``ConvergenceWarning``. For L-BFGS, the change of the
+        loss below which it stops. The loss is in training units: per-entry
+        squared error (or SURE) of data rescaled to unit root-mean-square.
+        ``partial_fit`` ignores it.
     n_iter_no_change : int, default=5
-        Checks (of 10 Adam steps each) without improvement that stop
-        training.
+        Blocks of 10 iterations without an improvement of ``tol`` that stop
+        training; used only with ``tol``.
     batch_size : int, default=256
         Training queries per iteration, and queries evaluated at once by
         ``transform`` (memory ``n_heads * batch_size * L`` scores).
