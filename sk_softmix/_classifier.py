@@ -118,8 +118,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         ``"adam"``: minibatches of ``batch_size`` training queries.
         ``"gd"``: full-batch gradient descent with a constant step, for the
         training dynamics of Section 3.3. ``"auto"``: ``"lbfgs"`` while one
-        pass over the training queries costs at most 7e6 query-token-feature
-        products (about 10 ms), ``"adam"`` above, as scikit-learn uses lbfgs
+        pass over the training queries costs at most 2**23 query-token-feature
+        products (about 15 ms), ``"adam"`` above, as scikit-learn uses lbfgs
         for small data.
     early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training pairs (stratified),

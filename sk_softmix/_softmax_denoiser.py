@@ -91,7 +91,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         ``"lbfgs"``: full-batch L-BFGS with a strong-Wolfe line search.
         ``"adam"``: minibatches of ``batch_size`` training queries.
         ``"auto"``: ``"lbfgs"`` while one pass over the training queries
-        costs at most 7e6 query-token-head-feature products (about 10 ms),
+        costs at most 2**23 query-token-head-feature products (about 15 ms),
         ``"adam"`` above. ``partial_fit`` always uses Adam.
     early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training points, train on

@@ -25,10 +25,9 @@ CHECK_BLOCK = 10
 
 # solver="auto" takes full-batch L-BFGS while one evaluation of the loss
 # costs at most this many (query, token, head, feature) products, Adam above:
-# about 10 ms per evaluation with its gradient on 2 CPU cores, one to two
-# seconds for a run (measured: 23 ms for 1,800 queries over 2,000 tokens,
-# 2 heads, p = 2, which therefore takes Adam).
-LBFGS_MAX_PRODUCTS = 7_000_000
+# about 15 ms per evaluation with its gradient on 2 CPU cores, a few seconds
+# for a run (measured: 23 ms for 1,800 queries over 2,000 tokens, 2 heads, p = 2).
+LBFGS_MAX_PRODUCTS = 2**23
 
 
 # partial_fit decays its step as learning_rate / (1 + t / PARTIAL_FIT_DECAY)**2
