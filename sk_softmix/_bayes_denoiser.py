@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
-from ._mixture import check_mixture, posterior_mean
+from ._mixture import _noisy_choleskys, check_mixture, posterior_mean
 from ._validation import unchanged_on_error
 
 
@@ -160,6 +160,8 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
             self.weights_ = weights
             self.covariances_ = covariances
             self.noise_variance_ = float(self.noise_variance)
+            # transform factors Gamma_k + xi^2 I: a failure belongs to fit
+            _noisy_choleskys(self._posterior_parameters()[2])
         return self
 
     def _posterior_parameters(self):

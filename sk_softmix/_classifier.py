@@ -1,6 +1,7 @@
 """SoftmaxAttentionClassifier: the paper's LDA head, trained in context."""
 
-from numbers import Integral, Real
+import warnings
+from numbers import Real
 
 import numpy as np
 import torch
@@ -17,14 +18,21 @@ from ._training import (
     SOLVERS,
     Selection,
     TrainingSettings,
+    checked_scale,
     fit_starts,
     resolve_solver,
     rms_scale,
     validation_split,
 )
-from ._validation import choose_prompt, prompt_positions, unchanged_on_error
+from ._validation import Count, choose_prompt, prompt_positions, unchanged_on_error
 from .attention import softmax_attention
-from .lda import class_statistics, effective_coordinates, lda_construction, lda_coordinates
+from .lda import (
+    class_statistics,
+    effective_coordinates,
+    lda_construction,
+    lda_coordinates,
+    precision,
+)
 
 _FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -195,7 +203,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         coordinates ``"w"`` (n_iter, n_heads, d), ``"b"``, ``"r"`` (n_iter,
         n_heads), ``"s"`` (n_iter, n_heads, d), computed from the prompt's
         class means, pooled covariance and prior, and ``"balance"``
-        ``||U11||_F^2 - ||v21||^2`` (n_iter, n_heads).
+        ``||U11||_F^2 - ||v21||^2`` (n_iter, n_heads). For them ``fit``
+        keeps a copy of the parameters at every evaluation, about
+        ``max_iter * n_heads * d**2`` floats while it runs (40 MB at
+        ``d = 100``, 2 heads and 500 iterations).
     n_iter_ : int
         Number of training iterations run, over every start trained.
     device_ : str
@@ -281,19 +292,19 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "n_heads": [Count(1)],
         "residual": ["boolean"],
         "init": [StrOptions({"auto", "lda", "zero", "random", "bayes"})],
-        "prompt_size": [Interval(Integral, 2, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "prompt_size": [Count(2), None],
+        "max_iter": [Count(0)],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions(set(SOLVERS))],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="left"), None],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Count(1)],
+        "batch_size": [Count(1)],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -487,6 +498,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, ensure_min_samples=2)
+        checked_scale(X, type(self).__name__)
         check_classification_targets(y)
         classes, labels = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -587,8 +599,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         starts = {}
         for name in names:
             if name == "bayes":
-                heads = bayes_heads(prompt_X, prompt_labels, n_classes, self.n_heads)
-            else:
+                heads = self._bayes_heads(prompt_X, prompt_labels, n_classes)
+                if heads is None:  # warned: the linear start (or Theorem 3.6's) instead
+                    name = "lda" if self.residual else "zero"
+            if name != "bayes":
                 heads = zero_heads(prompt_X, width, self.n_heads, random_state)
                 if name == "random":
                     scale = rms_scale(prompt_X)
@@ -610,6 +624,25 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 heads.update(skip=skip, intercept=intercept)
             starts[name] = heads
         return starts
+
+    def _bayes_heads(self, prompt_X, prompt_labels, n_classes):
+        """``bayes_heads``, or ``None`` with a warning where the construction fails."""
+        try:
+            heads = bayes_heads(prompt_X, prompt_labels, n_classes, self.n_heads)
+            problem = None if all(np.all(np.isfinite(v)) for v in heads.values()) else "not finite"
+        except ValueError as error:  # e.g. d = 1, balanced classes, b* = 0: no v21 exists
+            problem = str(error)
+        if problem is None:
+            return heads
+        fallback = "the linear start (LDA)" if self.residual else "init='zero'"
+        warnings.warn(
+            f"SoftmaxAttentionClassifier: the Bayes construction of init='bayes' "
+            f"(Lemma B.3) does not exist on this data ({problem}); starting from "
+            f"{fallback} instead.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return None
 
     def _train(
         self,
@@ -812,7 +845,19 @@ def lda_skip(X, labels):
 
 
 def bayes_heads(prompt_X, prompt_labels, n_classes, n_heads):
-    """Lemma B.3's head (or its one-hot analogue) in head 0, zero heads after it."""
+    """Lemma B.3's head (or its one-hot analogue) in head 0, zero heads after it.
+
+    Built on the prompt divided by its root-mean-square and mapped back with
+    each parameter's power of the scale, so that the start is
+    scale-equivariant (``U11 = I`` is not, in the data's units); the pooled
+    covariance is pseudo-inverted (``sk_softmix.lda.precision``).
+    """
+    scale = rms_scale(prompt_X)
+    heads = _bayes_heads_unit_scale(prompt_X / scale, prompt_labels, n_classes, n_heads)
+    return {name: value / scale ** _SCALE_POWER[name] for name, value in heads.items()}
+
+
+def _bayes_heads_unit_scale(prompt_X, prompt_labels, n_classes, n_heads):
     d = prompt_X.shape[1]
     if n_classes == 2:
         U11, u12, v21, v22 = lda_construction(*class_statistics(prompt_X, 2 * prompt_labels - 1))
@@ -824,9 +869,10 @@ def bayes_heads(prompt_X, prompt_labels, n_classes, n_heads):
         priors = np.bincount(prompt_labels, minlength=n_classes) / len(prompt_labels)
         centred = prompt_X - means[prompt_labels]
         covariance = centred.T @ centred / len(prompt_X)
-        weights = np.linalg.solve(covariance, means.T).T  # (C, d): Gamma^{-1} m_c
+        inverse = precision(covariance)
+        weights = means @ inverse  # (C, d): Gamma^{-1} m_c
         biases = -0.5 * np.sum(weights * means, axis=1) + np.log(priors)
-        v21 = np.linalg.solve(covariance, weights.T).T  # W Gamma^{-1}
+        v21 = weights @ inverse  # W Gamma^{-1}
         v22 = np.outer(biases - v21 @ (priors @ means), np.ones(n_classes))
         blocks = {"U11": np.eye(d), "u12": -means, "v21": v21, "v22": v22}
     return {

@@ -6,7 +6,8 @@ pass (``_forward``); this module turns them into ``fit`` and ``fit_transform``, 
 ``DenoiserMixin`` adds ``transform``, ``predict`` and ``score``.
 """
 
-from numbers import Integral, Real
+import warnings
+from numbers import Real
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ from ._device import as_tensor, resolve_device
 from ._training import (
     Selection,
     TrainingSettings,
+    checked_scale,
     fit_starts,
     resolve_solver,
     rms_scale,
@@ -29,10 +31,15 @@ from ._training import (
     validation_split,
 )
 from ._validation import (
+    DEGENERATE_FRACTION,
+    Count,
     check_clean_targets,
     choose_prompt,
+    noiseless_directions,
+    noisy_variance,
     prompt_positions,
     unchanged_on_error,
+    warn_if_misspecified,
 )
 
 # A trained start replaces the linear start when it validates better at all
@@ -54,19 +61,19 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     """Base class of the attention denoisers; not for direct use."""
 
     _parameter_constraints: dict = {
-        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "n_heads": [Count(1)],
         "residual": ["boolean"],
         "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
         "init": [StrOptions({"auto", "linear", "bayes", "random"})],
-        "prompt_size": [Interval(Integral, 2, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "prompt_size": [Count(2), None],
+        "max_iter": [Count(0)],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"auto", "lbfgs", "adam"})],
         "early_stopping": [StrOptions({"auto"}), "boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="left"), None],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Count(1)],
+        "batch_size": [Count(1)],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -76,6 +83,10 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     # its root-mean-square ``scale``, where a parameter is ``value * scale**power``
     # (interaction matrices multiply two tokens, so U scales as scale^2).
     _SCALE_POWER = {"U": 2, "V": 0, "skip": 0}
+
+    # The hyperparameters that shape the fitted parameters: partial_fit cannot
+    # continue a fit after one of them changes.
+    _ARCHITECTURE = ("n_heads", "residual")
 
     # Whether ``_forward`` evaluates ``batch_size`` queries at a time by itself.
     _engine_chunks_queries = False
@@ -285,10 +296,37 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 "variance xi^2 of the Gaussian noise in X (training on noisy data "
                 "alone by Stein's unbiased risk estimate); got neither."
             )
+        name = type(self).__name__
+        checked_scale(X, name)
+        # with clean targets training minimises the squared error, whatever xi^2
+        misspecified = (
+            warn_if_misspecified(noisy_variance(X), noise_variance, name) if y is None else None
+        )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
         if partial:
             self._partial_fit(X, y, noise_variance, first, random_state, device)
+            return
+        if y is None and misspecified is None and self.max_iter > 0:
+            n_noiseless = noiseless_directions(X, noise_variance)
+            if n_noiseless:
+                warnings.warn(
+                    f"{name}: X has {n_noiseless} direction(s) with a variance below "
+                    f"{DEGENERATE_FRACTION:g} times noise_variance={noise_variance:.4g} "
+                    "(constant or duplicated features, or fewer points than features), "
+                    "where training by Stein's unbiased risk estimate has no minimum. "
+                    "The answer is the untrained linear start, the Wiener map: it "
+                    "returns the mean along those directions (a constant feature's "
+                    "constant) and shrinks the others towards it. Drop such features, "
+                    "or give clean targets y.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                misspecified = "noiseless"
+        if misspecified is not None:
+            # no signal to find (or none float32 can see, or no objective to
+            # train on): the clipped plug-in answer, the linear start, untrained
+            self._fit_untrained(X, y, noise_variance, random_state, device)
             return
         early_stopping = self.early_stopping if self.max_iter > 0 else False
         train_rows, validation_rows = validation_split(
@@ -315,6 +353,16 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             prompt_indices,
             names + ("linear",) if with_reference and "linear" not in names else names,
         )
+        n_parameters = sum(value.size for value in candidates[names[0]].values())
+        if self.max_iter > 0 and X.size < n_parameters:
+            warnings.warn(
+                f"{type(self).__name__}: X holds {X.shape[0]} points of {X.shape[1]} "
+                f"features ({X.size} numbers) for {n_parameters} parameters; a fit on "
+                "so few is unreliable and may denoise worse than the identity. Use more "
+                "points, or fewer heads.",
+                UserWarning,
+                stacklevel=3,
+            )
         reference = ("linear", candidates["linear"]) if with_reference else None
         untrained = "linear" if with_reference else names[0]
         skip_training = self.max_iter == 0 or (
@@ -348,7 +396,44 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         if hasattr(self, "optimizer_state_"):
             del self.optimizer_state_  # a fresh fit starts fresh moments
 
+    def _fit_untrained(self, X, y, noise_variance, random_state, device):
+        """The linear start (the construction without one) on every row, untrained."""
+        start = "linear" if self._has_linear_start() else "bayes"
+        prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state)
+        parameters = self._starts(
+            X.astype(np.float64),
+            None if y is None else y.astype(np.float64),
+            X[prompt_indices].astype(np.float64),
+            noise_variance,
+            random_state,
+            (start,),
+        )[start]
+        self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
+        self.init_ = start
+        self.n_iter_ = 0
+        if hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_
+
+    def _check_same_architecture(self):
+        """partial_fit continues the fitted parameters: their shapes must not change."""
+        fitted = getattr(self, "_architecture", None)
+        if fitted is None:  # fitted by an older version
+            return
+        now = {name: getattr(self, name) for name in self._ARCHITECTURE}
+        changed = [
+            f"{name} from {fitted[name]!r} to {now[name]!r}"
+            for name in now
+            if now[name] != fitted[name]
+        ]
+        if changed:
+            raise ValueError(
+                f"partial_fit continues the fitted parameters, but {', '.join(changed)} "
+                "since the first call. Call fit (or clone the estimator) to start "
+                "anew with the new architecture."
+            )
+
     def _set_fitted(self, X, prompt_indices, parameters, noise_variance, history, device):
+        self._architecture = {name: getattr(self, name) for name in self._ARCHITECTURE}
         self.prompt_ = X[prompt_indices]
         self.prompt_indices_ = prompt_indices
         for name, value in parameters.items():
@@ -376,6 +461,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             )[init]
             history, optimizer_state, steps_done = np.empty(0), [], 0
         else:
+            self._check_same_architecture()
             parameters = {name: getattr(self, f"{name}_") for name in self._parameter_names()}
             history = self.history_
             optimizer_state = [dict(state) for state in self.optimizer_state_]
@@ -571,8 +657,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
         xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
-        if not xi2 > 0:
-            raise ValueError(f"noise_variance must be positive; got {xi2}.")
+        if not (np.isfinite(xi2) and xi2 > 0):
+            raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
         parameters, prompt, queries = self._tensors(X, None)
         values = []
         with torch.no_grad():

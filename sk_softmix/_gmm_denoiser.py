@@ -1,6 +1,6 @@
 """Empirical-Bayes denoiser: a Gaussian mixture fitted to the noisy data."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
@@ -11,7 +11,8 @@ from sklearn.utils.validation import validate_data
 from ._bayes_denoiser import _PosteriorMeanMixin
 from ._denoiser_mixin import FLOAT_DTYPES
 from ._mixture import psd_part
-from ._validation import unchanged_on_error
+from ._training import checked_scale
+from ._validation import Count, noisy_variance, unchanged_on_error, warn_if_misspecified
 
 
 class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
@@ -40,7 +41,10 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         up to 0.8% of excess risk on the paper's Figure 2 task.
     reg_covar : float, default=1e-6
         Added to the diagonal of the fitted ``S_k``, passed to
-        ``GaussianMixture``.
+        ``GaussianMixture``, in units of the mean square of ``X``: EM runs on
+        ``X`` divided by its root-mean-square, so that the result does not
+        depend on the data's units (an absolute ``1e-6`` dominated data
+        scaled by ``1e-4``).
     max_iter : int, default=500
         EM iterations, passed to ``GaussianMixture``.
     n_init : int, default=1
@@ -54,7 +58,9 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
     Attributes
     ----------
     gmm_ : GaussianMixture
-        The mixture fitted to the noisy data.
+        The mixture fitted to the noisy data divided by ``scale_``.
+    scale_ : float
+        Root-mean-square of the training data.
     means_ : ndarray of shape (n_components, n_features)
         Fitted means ``m_k``.
     weights_ : ndarray of shape (n_components,)
@@ -114,13 +120,13 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Count(1)],
         "covariance_type": [StrOptions({"full", "tied", "diag", "spherical"})],
         "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "reg_covar": [Interval(Real, 0.0, None, closed="left")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Count(0)],
+        "n_init": [Count(1)],
         "init_params": [StrOptions({"kmeans", "k-means++", "random", "random_from_data"})],
         "random_state": ["random_state"],
     }
@@ -192,12 +198,15 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
             )
             # EM in float64 even for float32 input: the posterior is computed
             # in float64 from these parameters anyway.
-            gmm.fit(X.astype(np.float64, copy=False))
+            scale = checked_scale(X, type(self).__name__)
+            gmm.fit(X.astype(np.float64, copy=False) / scale)
             noisy = expand_covariances(
                 gmm.covariances_, self.covariance_type, self.n_components, n_features
-            )
+            ) * (scale * scale)
+            warn_if_misspecified(noisy_variance(X), xi2, type(self).__name__, trains=False)
             self.gmm_ = gmm
-            self.means_ = np.array(gmm.means_, dtype=np.float64)
+            self.scale_ = scale
+            self.means_ = np.array(gmm.means_, dtype=np.float64) * scale
             self.weights_ = np.array(gmm.weights_, dtype=np.float64)
             self.noisy_covariances_ = noisy
             self.signal_covariances_ = psd_part(noisy - xi2 * np.eye(n_features))

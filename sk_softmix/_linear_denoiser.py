@@ -1,12 +1,11 @@
 """LinearAttentionDenoiser: stacked linear-attention layers over a noisy prompt."""
 
-from numbers import Integral
-
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
+from ._training import rms_scale
+from ._validation import Count
 from .attention import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
 from .constructions import best_linear_map
 
@@ -135,6 +134,12 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     components, however many layers are stacked: this is the paper's point
     that a mixture needs the softmax gate (Section 4).
 
+    Having no constant, the stack tends to 0, not to the data's mean, when
+    ``noise_variance`` exceeds the data's variance per entry (it then warns
+    and keeps the untrained clipped linear map); see "Degenerate and
+    misspecified data" in the user guide for scales, constant features and
+    small samples.
+
     References
     ----------
     .. [1] Gabet, Boursier & Boyer, "Softmax Attention on Gaussian Mixtures:
@@ -170,7 +175,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
 
     _parameter_constraints: dict = {
         **AttentionDenoiserBase._parameter_constraints,
-        "n_layers": [Interval(Integral, 1, None, closed="left")],
+        "n_layers": [Count(1)],
     }
 
     def __init__(
@@ -250,6 +255,8 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         divergence = torch.diagonal(maps, dim1=-2, dim2=-1).sum(-1).expand(len(queries))
         return denoised, divergence
 
+    _ARCHITECTURE = ("n_heads", "n_layers", "residual")
+
     # no selective start to meta-train from: the linear one serves partial_fit
     _meta_training_start = "linear"
 
@@ -273,8 +280,8 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     def _random_layers(self, prompt, random_state):
         n_features = prompt.shape[1]
         size = (self.n_layers, self.n_heads, n_features, n_features)
-        scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
-        U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
+        scale = rms_scale(prompt)
+        U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale / scale
         V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
         return {"U": U, "V": V}
 

@@ -28,7 +28,7 @@ _WEIGHTS_ATOL = 1e-8
 
 def _as_float_array(value, name: str) -> np.ndarray:
     try:
-        array = np.asarray(value, dtype=np.float64)
+        array = np.array(value, dtype=np.float64)  # a copy: the caller may change theirs
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of real numbers; got {value!r}.") from exc
     if not np.all(np.isfinite(array)):
@@ -208,8 +208,12 @@ def _noisy_choleskys(noisy_covariances: np.ndarray) -> np.ndarray:
         try:
             factors[k] = linalg.cholesky(matrix, lower=True)
         except linalg.LinAlgError as exc:
+            eigenvalues = np.linalg.eigvalsh((matrix + matrix.T) / 2)
             raise ValueError(
-                f"noisy_covariances[{k}] must be symmetric positive definite."
+                f"noisy_covariances[{k}] must be symmetric positive definite; its "
+                f"eigenvalues run from {eigenvalues[0]:.3g} to {eigenvalues[-1]:.3g}, "
+                "singular to float64 precision (for BayesDenoiser, Gamma_k + xi^2 I: "
+                "use a larger noise_variance or a better-conditioned covariance)."
             ) from exc
     return factors
 

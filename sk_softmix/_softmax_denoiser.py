@@ -1,13 +1,12 @@
 """SoftmaxAttentionDenoiser: softmax heads over a prompt of noisy observations."""
 
-from numbers import Integral
-
 import numpy as np
 import torch
 from sklearn.mixture import GaussianMixture
-from sklearn.utils._param_validation import Interval
 
 from ._denoiser_base import AttentionDenoiserBase
+from ._training import rms_scale
+from ._validation import Count
 from .attention import attention_covariance, combine_heads, softmax_attention
 from .constructions import (
     affine_heads,
@@ -215,7 +214,24 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     query left out of its own prompt. ``transform`` costs
     ``O(n_queries L n_features n_heads)`` and holds at most
     ``n_heads * batch_size * L`` scores at once; it computes in the dtype of
-    its input.
+    its input. Training holds the same scores for each minibatch (all
+    training queries for L-BFGS, in chunks) and, per query and head, the
+    attention-weighted covariance of the prompt: ``n_heads * batch_size *
+    n_features**2`` floats more (about 1 GB at ``n_features = 500`` with
+    the default ``batch_size``), and training by SURE needs them for its
+    divergence as well.
+
+    Awkward data gets a correct answer or a clear message (see "Degenerate
+    and misspecified data" in the user guide): the data's scale never
+    matters (``f(cX) = c f(X)`` for root-mean-squares in ``[1e-151,
+    1e151]``, a ``ValueError`` naming the scale outside); a ``noise_variance``
+    above the data's variance per entry, or below ``1e-10`` times it, warns
+    and keeps the untrained linear start (the clipped Wiener map); so does
+    training by SURE on data with a direction of (almost) no variance, such
+    as a constant feature, where SURE has no minimum; along directions where
+    the prompt's covariance is below ``xi^2`` the construction averages
+    instead of inverting it; and fewer numbers in ``X`` than parameters
+    warns.
 
     References
     ----------
@@ -242,7 +258,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
 
     _parameter_constraints: dict = {
         **AttentionDenoiserBase._parameter_constraints,
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Count(1)],
     }
 
     def __init__(
@@ -347,9 +363,9 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     def _random_heads(self, prompt, random_state):
         """Small random heads and the identity skip."""
         n_features = prompt.shape[1]
-        scale2 = max(float(np.mean(prompt**2)), np.finfo(float).tiny)
+        scale = rms_scale(prompt)
         size = (self.n_heads, n_features, n_features)
-        U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale2
+        U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale / scale
         V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
         return U, V, np.eye(n_features)
 
@@ -359,9 +375,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         U = np.zeros((self.n_heads, n_features, n_features))
         V = np.zeros((self.n_heads, n_features, n_features))
         skip = np.eye(n_features)
-        means, noisy_covariance = self._fit_tied_mixture(prompt, random_state)
+        # Built on the prompt at unit root-mean-square, U mapped back at the
+        # end: GaussianMixture's reg_covar is absolute, and products such as
+        # xi^2 (gamma^2 + xi^2) leave float64 at scales near 1e-150.
+        scale = rms_scale(prompt)
+        means, noisy_covariance = self._fit_tied_mixture(prompt / scale, random_state)
         # xi^2 = 0 (clean "noisy" data) would divide by zero below
-        xi2 = max(noise_variance, 1e-12 * float(np.mean(prompt**2)), np.finfo(float).tiny)
+        xi2 = max(noise_variance / scale / scale, 1e-12)
         if self.residual:
             U[0], V[0], skip = in_context_construction(noisy_covariance, xi2)
         elif self.n_heads >= 2 and self.n_components == 2:
@@ -369,7 +389,16 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             U[:2], V[:2] = two_head_construction(means, gamma2, xi2)
         else:
             U[0], V[0] = single_head_construction(noisy_covariance)
-        return U, V, skip
+            # Along a direction where S is below xi^2 (a constant feature)
+            # there is no signal: average it (U = 0, V = 1), as the residual
+            # construction does, rather than put 1 / S in the scores.
+            eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)
+            if np.any(eigenvalues < xi2):
+                signal = eigenvalues >= xi2
+                safe = np.where(signal, eigenvalues, 1.0)
+                U[0] = (eigenvectors * np.where(signal, 1.0 / safe, 0.0)) @ eigenvectors.T
+                V[0] = (eigenvectors * np.where(signal, 0.5, 1.0)) @ eigenvectors.T
+        return U / scale / scale, V, skip
 
     def _fit_tied_mixture(self, prompt, random_state):
         if prompt.shape[0] < self.n_components:

@@ -53,8 +53,37 @@ def rms_scale(X: np.ndarray) -> float:
     Training runs on data divided by this scale, where every model of the
     package has the same form with rescaled parameters.
     """
-    scale = math.sqrt(float(np.mean(np.square(X, dtype=np.float64))))
-    return scale if scale > 0 else 1.0
+    # Divided by its largest entry first: squares of entries beyond 1e154
+    # overflow float64 and those below 1e-162 vanish, at any data scale.
+    largest = float(np.max(np.abs(X))) if np.size(X) else 0.0
+    if not largest > 0:
+        return 1.0
+    return largest * math.sqrt(float(np.mean(np.square(X / largest, dtype=np.float64))))
+
+
+# Scales whose square float64 still holds with room for the parameters
+# (U scales as 1 / scale**2, a noise variance as scale**2).
+SMALLEST_SCALE, LARGEST_SCALE = 1e-151, 1e151
+
+
+def checked_scale(X: np.ndarray, estimator_name: str) -> float:
+    """``rms_scale(X)``, or a ``ValueError`` naming a scale float64 cannot serve.
+
+    Every estimator is scale-equivariant, ``f(cX) = c f(X)``, by working on
+    ``X / scale``; its fitted parameters and noise variance then hold powers
+    of ``scale`` up to the square, which leave float64 beyond about 1e+-154.
+    """
+    scale = rms_scale(X)
+    if not SMALLEST_SCALE <= scale <= LARGEST_SCALE:
+        raise ValueError(
+            f"{estimator_name}: the root-mean-square of X is {scale:.3g}, outside "
+            f"[{SMALLEST_SCALE:g}, {LARGEST_SCALE:g}]: parameters that scale with its "
+            "square (interaction matrices, the noise variance) cannot be represented "
+            "in float64. Rescale X: the estimators are scale-equivariant (a "
+            "denoiser's output scales with X, a classifier's predictions do not "
+            "change)."
+        )
+    return scale
 
 
 @dataclass
@@ -362,8 +391,10 @@ def _adam(
     if resume:
         for parameter, saved in zip(parameters, resume, strict=True):
             optimizer.state[parameter] = {
-                # Adam keeps its step counter on the CPU
-                key: torch.as_tensor(value, device="cpu" if key == "step" else device)
+                # Adam keeps its step counter on the CPU. A copy: Adam updates its
+                # moments in place, and the saved arrays must survive an
+                # interrupted call (and a shallow copy of the estimator).
+                key: torch.tensor(value, device="cpu" if key == "step" else device)
                 for key, value in saved.items()
             }
     generator = torch.Generator().manual_seed(int(random_state.randint(2**31 - 1)))
@@ -394,7 +425,7 @@ def _adam(
     result = _first_order_loop(step, settings, device, checkpoint, watch_tol=resume is None)
     if resume is not None:
         resume[:] = [
-            {key: value.detach().cpu().numpy() for key, value in optimizer.state[p].items()}
+            {key: value.detach().cpu().numpy().copy() for key, value in optimizer.state[p].items()}
             for p in parameters
         ]
     return result

@@ -1,19 +1,24 @@
 """Input checks shared by the estimators (semantic checks that parameter
 constraints cannot express)."""
 
+import warnings
 from contextlib import contextmanager
+from numbers import Integral
 
 import numpy as np
 from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval
 
 
 def check_clean_targets(y, X: np.ndarray) -> np.ndarray:
     """Validate clean targets ``y`` paired with noisy observations ``X``.
 
     A denoiser learns the map from noisy to clean points, so ``y`` must have
-    exactly the shape of ``X``; it is cast to ``X``'s dtype.
+    exactly the shape of ``X``. Float32 and float64 are kept (casting to a
+    float32 ``X``'s dtype would reject values beyond 3.4e38), other types
+    become float64.
     """
-    y = check_array(y, dtype=X.dtype, ensure_2d=False, input_name="y")
+    y = check_array(y, dtype=[np.float64, np.float32], ensure_2d=False, input_name="y")
     if y.shape != X.shape:
         raise ValueError(
             "y must hold the clean counterparts of X, with the same shape as X "
@@ -75,3 +80,94 @@ def prompt_positions(prompt_indices: np.ndarray, n_samples: int) -> np.ndarray:
     positions = np.full(n_samples, -1, dtype=np.int64)
     positions[prompt_indices] = np.arange(len(prompt_indices))
     return positions
+
+
+def noisy_variance(X: np.ndarray) -> float:
+    """Variance of the data per entry, ``trace(Cov(X)) / p``, safe at any scale."""
+    X = np.asarray(X, dtype=np.float64)
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if not largest > 0 or len(X) < 2:
+        return 0.0
+    return float(np.mean(np.var(X / largest, axis=0))) * largest * largest
+
+
+# Below this fraction of the data's variance, a noise variance is under what
+# float32 training resolves (its relative precision is about 1e-7 in the
+# values, 1e-14 in their squares, and SURE's noise terms need several digits).
+TINY_NOISE_FRACTION = 1e-10
+
+
+def warn_if_misspecified(
+    variance: float, noise_variance: float, estimator_name: str, *, trains: bool = True
+):
+    """Warn when ``noise_variance`` cannot be the noise of data of this variance.
+
+    Returns ``"large"`` when it exceeds the data's variance per entry (the
+    plug-in answer then shrinks every direction to the mean), ``"tiny"``
+    when it is below ``TINY_NOISE_FRACTION`` of it and the estimator
+    ``trains`` in float32 (the answer is the identity to that precision),
+    ``None`` otherwise.
+    """
+    if noise_variance > variance:
+        warnings.warn(
+            f"{estimator_name}: noise_variance={noise_variance:.4g} exceeds the "
+            f"variance of X per entry, {variance:.4g}, so X cannot be signal plus "
+            "noise of that variance. The answer is the clipped plug-in one, which "
+            "shrinks towards the mean; check noise_variance.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "large"
+    if trains and noise_variance < TINY_NOISE_FRACTION * variance:
+        warnings.warn(
+            f"{estimator_name}: noise_variance={noise_variance:.4g} is below "
+            f"{TINY_NOISE_FRACTION:g} times the variance of X per entry, "
+            f"{variance:.4g}: too small to train on in float32. The answer is the "
+            "linear start, the identity to that precision.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "tiny"
+    return None
+
+
+# A direction of the data whose variance is below this fraction of the noise
+# variance cannot hold that noise: with n points in p dimensions, pure noise
+# spreads the sample eigenvalues down to about xi^2 (1 - sqrt(p / n))^2, so
+# this flags only constant or duplicated features and fewer points than
+# features (p / n above 0.8).
+DEGENERATE_FRACTION = 0.01
+
+
+def noiseless_directions(X: np.ndarray, noise_variance: float) -> int:
+    """How many directions of ``X`` have a variance below ``DEGENERATE_FRACTION * xi^2``.
+
+    Along such a direction Stein's unbiased risk estimate is unbounded below
+    (the residual can stay 0 while the divergence falls without end), so a
+    denoiser cannot train on it there.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if not largest > 0:
+        return X.shape[1]
+    centred = X / largest - np.mean(X / largest, axis=0)
+    eigenvalues = np.linalg.eigvalsh(centred.T @ centred / len(X)) * largest * largest
+    return int(np.sum(eigenvalues < DEGENERATE_FRACTION * noise_variance))
+
+
+class Count(Interval):
+    """``Interval(Integral, left, right)`` that refuses ``True`` and ``False``.
+
+    ``bool`` is a subclass of ``int``, so scikit-learn's integer intervals
+    accept ``max_iter=True`` (run once) and ``n_heads=True`` (a TypeError deep
+    in NumPy); a count given as a bool is a mistake worth naming.
+    """
+
+    def __init__(self, left, right=None, *, closed="left"):
+        super().__init__(Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
+
+    def __str__(self):
+        return f"{super().__str__()} (not a bool)"

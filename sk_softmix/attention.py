@@ -117,6 +117,9 @@ def softmax_attention(
         raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
     if method == "auto":
         method = "sdpa" if queries.device.type == "cuda" else "matmul"
+    if queries.shape[0] == 0:  # nothing to attend from: an empty (H, 0, q) answer
+        out = queries.new_zeros(U.shape[0], 0, V.shape[1])
+        return out[0] if single_head else out
     # Without gradients, every chunk writes its scores into the same buffer:
     # a fresh (H, step, L) block per chunk let glibc keep the freed ones
     # resident (its mmap threshold rises after the first free), so memory
@@ -450,6 +453,8 @@ def _scores(transformed, prompt, exclude, workspace=None):
     prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
     if not training and _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
         dtype = torch.float64  # overflow-prone magnitudes: score in double precision
+        if _beyond_float64(transformed, prompt):
+            return _far_scores(transformed, prompt, exclude)
     n_heads, n_queries, p = transformed.shape
     if workspace is None:
         scores = transformed.to(dtype) @ prompt.to(dtype).mT  # (H, n, p) @ (p, L) -> (H, n, L)
@@ -467,6 +472,47 @@ def _scores(transformed, prompt, exclude, workspace=None):
         rows, columns = torch.arange(n_queries, device=scores.device), exclude.clamp(min=0)
         kept = scores[:, rows, columns]
         scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, kept)
+    return scores
+
+
+def _power_of_two_above(tensor) -> int:
+    """The exponent ``e`` with ``max |tensor| < 2**e`` (0 for an empty or zero tensor)."""
+    largest = float(tensor.abs().amax()) if tensor.numel() else 0.0
+    if not math.isfinite(largest):
+        raise ValueError(
+            "softmax_attention: U z or the prompt overflows its dtype; the scores "
+            "z_i^T U z cannot be formed. Rescale the inputs."
+        )
+    return math.frexp(largest)[1]
+
+
+def _beyond_float64(transformed, prompt):
+    """Whether a score ``z_i . (U z)`` can leave float64's range (max-norm bound)."""
+    bound = _power_of_two_above(transformed) + _power_of_two_above(prompt)
+    return bound + math.ceil(math.log2(prompt.shape[-1])) + 2 > 1023
+
+
+def _far_scores(transformed, prompt, exclude):
+    """Scores shifted to a maximum of 0 per query, for magnitudes past float64.
+
+    Both factors are divided by powers of two (exact) so that the products
+    fit, the row maximum is subtracted, and only then is the scale put back:
+    the gaps may overflow to ``-inf`` (weight 0), the maximum stays 0, so the
+    softmax of the result is that of the true scores.
+    """
+    exponent_t, exponent_p = _power_of_two_above(transformed), _power_of_two_above(prompt)
+    scaled_t = transformed.to(torch.float64) * 2.0 ** -max(exponent_t, -1000)
+    scaled_p = prompt.to(torch.float64) * 2.0 ** -max(exponent_p, -1000)
+    scores = scaled_t @ scaled_p.mT  # (H, n, p) @ (p, L) -> (H, n, L), |.| <= p
+    if exclude is not None:
+        rows, columns = torch.arange(scores.shape[1], device=scores.device), exclude.clamp(min=0)
+        scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, scores[:, rows, columns])
+    scores -= scores.amax(dim=-1, keepdim=True)
+    exponent = max(exponent_t, -1000) + max(exponent_p, -1000)
+    while exponent > 0:  # in steps float64 holds: 0 * finite stays 0
+        step = min(exponent, 1000)
+        scores *= 2.0**step
+        exponent -= step
     return scores
 
 

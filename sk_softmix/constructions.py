@@ -50,6 +50,11 @@ def in_context_construction(
 
     Notes
     -----
+    Along an eigenvector of ``S`` whose eigenvalue is below ``xi^2`` (no
+    signal variance: a constant feature, or a noise variance larger than the
+    data's), the head averages instead (``U = 0``, ``V = 1``, skip 0 there):
+    the posterior mean of a signal that is constant along that direction.
+
     The paper writes the architecture as two residual heads
     ``T^res = z + T(z)`` under an output map ``W_out = (I, -2c I)``, with
     ``U_2 = V_2 = 0`` (Proposition 4.4); expanding the residuals gives the
@@ -87,14 +92,21 @@ def in_context_construction(
     True
     True
     """
-    precision = np.linalg.inv(noisy_covariance)
-    precision = (precision + precision.T) / 2
-    identity = np.eye(precision.shape[0])
-    return (
-        precision,
-        noise_variance * precision,
-        identity - 2 * noise_variance * precision,
-    )
+    eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)
+    # Along a direction where S is below xi^2 (a constant feature, or a noise
+    # variance larger than the data's) there is no signal to tilt towards,
+    # and S^{-1} would put a skip near -2 xi^2 / S on it: average instead
+    # (U = 0, V = 1, skip 0), the posterior mean when the signal is constant.
+    signal = eigenvalues >= noise_variance
+    safe = np.where(signal, eigenvalues, 1.0)
+    u = np.where(signal, 1.0 / safe, 0.0)
+    v = np.where(signal, noise_variance / safe, 1.0)
+    skip = np.where(signal, 1.0 - 2.0 * v, 0.0)
+
+    def matrix(diagonal):
+        return (eigenvectors * diagonal) @ eigenvectors.T
+
+    return matrix(u), matrix(v), matrix(skip)
 
 
 def single_head_construction(

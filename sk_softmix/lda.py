@@ -56,6 +56,40 @@ def class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return means, covariance, float(np.mean(y == 1))
 
 
+def precision(covariance: np.ndarray) -> np.ndarray:
+    """The inverse of a covariance matrix on its range, 0 off it.
+
+    Eigenvalues below ``1e-8`` times the largest count as zero, as
+    ``LinearDiscriminantAnalysis``'s SVD solver drops singular values of the
+    scaled data below ``1e-4``: a constant feature, duplicated features or
+    fewer samples than features then get a finite answer instead of a
+    ``LinAlgError`` or weights near ``1e15``. Equals ``inv(covariance)`` on a
+    well-conditioned matrix.
+
+    Parameters
+    ----------
+    covariance : ndarray of shape (d, d)
+        Symmetric positive semi-definite.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        The pseudo-inverse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import precision
+    >>> precision(np.diag([4.0, 0.0])).tolist()  # the constant direction gets 0
+    [[0.25, 0.0], [0.0, 0.0]]
+    """
+    eigenvalues, eigenvectors = np.linalg.eigh((covariance + covariance.T) / 2)
+    largest = max(float(eigenvalues.max(initial=0.0)), 0.0)
+    kept = eigenvalues > 1e-8 * largest if largest > 0 else np.zeros_like(eigenvalues, bool)
+    inverse = np.where(kept, 1.0 / np.where(kept, eigenvalues, 1.0), 0.0)
+    return (eigenvectors * inverse) @ eigenvectors.T
+
+
 def lda_coordinates(
     means: np.ndarray, covariance: np.ndarray, prior: float
 ) -> tuple[np.ndarray, float]:
@@ -107,7 +141,7 @@ def lda_coordinates(
     >>> bool(np.allclose(lda.coef_[0], w) and np.isclose(lda.intercept_[0], b))
     True
     """
-    precision_means = np.linalg.solve(covariance, means.T).T  # (2, d): Gamma^{-1} m_c
+    precision_means = means @ precision(covariance)  # (2, d): Gamma^{-1} m_c
     w = precision_means[1] - precision_means[0]
     b = -0.5 * (means[1] @ precision_means[1] - means[0] @ precision_means[0])
     return w, float(b + np.log(prior / (1 - prior)))
@@ -293,11 +327,11 @@ def lda_construction(
     v22 = 0.0
     if not np.isclose(prior, 0.5):
         U11 = np.eye(d)
-        v21 = np.linalg.solve(covariance, w_star)
+        v21 = precision(covariance) @ w_star
         v22 = (b_star - v21 @ mean) / (2 * prior - 1)
     elif np.linalg.norm(mean) <= 1e-12 * scale:
         U11 = np.eye(d)
-        v21 = np.linalg.solve(covariance, w_star)
+        v21 = precision(covariance) @ w_star
     else:
         if abs(b_star) > 1e-12:
             v21 = b_star / (mean @ mean) * mean

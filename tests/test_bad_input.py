@@ -10,7 +10,10 @@ one feature, float16, integers, huge magnitudes) must work and give finite
 floating-point output.
 
 Cases where the package misbehaves today are strict expected failures,
-listed in ``KNOWN_FAILURES`` with what happens now.
+listed in ``KNOWN_FAILURES`` with what happens now. Well-formed but awkward
+data (constant features, extreme scales, a misspecified noise variance) is
+the subject of ``tests/test_degenerate.py``; the end of this file holds the
+confusing errors issue 13 found.
 """
 
 import copy
@@ -359,6 +362,9 @@ INVALID_PARAMETERS = {
     "attention": [
         ("n_heads", 0),
         ("n_heads", 1.5),
+        ("n_heads", True),  # a bool is an int to Python: not a count
+        ("max_iter", True),
+        ("batch_size", False),
         ("residual", "yes"),
         ("noise_variance", -1.0),
         ("noise_variance", 0.0),
@@ -520,3 +526,53 @@ def test_no_targets_and_no_noise_variance(fitted, name):
         estimator.fit(NOISY)
     estimator.set_params(noise_variance=4.0)
     assert np.array_equal(predictions(estimator), before)
+
+
+# -- confusing errors found by issue 13 ----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear"])
+@pytest.mark.parametrize("parameter", ["n_heads", "residual", "n_layers"])
+def test_partial_fit_refuses_a_changed_architecture(name, parameter):
+    estimator = ESTIMATORS[name]().partial_fit(NOISY, CLEAN)
+    if parameter not in estimator.get_params():
+        pytest.skip(f"{name} has no {parameter}")
+    before = predictions(estimator)
+    value = estimator.get_params()[parameter]
+    estimator.set_params(**{parameter: not value if isinstance(value, bool) else value + 1})
+    with pytest.raises(
+        ValueError, match=f"partial_fit continues the fitted parameters, but {parameter} from"
+    ):
+        estimator.partial_fit(NOISY, CLEAN)
+    estimator.set_params(**{parameter: value})
+    assert np.array_equal(predictions(estimator), before)
+
+
+def test_bayes_denoiser_checks_its_covariances_at_fit():
+    nearly = np.array([[1.0, 1.0 + 1e-9], [1.0 + 1e-9, 1.0]])  # PSD up to rounding
+    denoiser = BayesDenoiser(MEANS, covariance=nearly, noise_variance=1e-300)
+    with pytest.raises(ValueError, match=r"noisy_covariances\[0\] must be symmetric positive"):
+        denoiser.fit(NOISY)  # before: accepted, then transform failed
+    assert not hasattr(denoiser, "means_")
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear"])
+@pytest.mark.parametrize("value", [np.inf, np.nan, 0.0])
+def test_sure_needs_a_finite_positive_noise_variance(fitted, name, value):
+    with pytest.raises(ValueError, match="noise_variance must be positive and finite"):
+        fitted[name].sure(QUERIES, noise_variance=value)
+
+
+@pytest.mark.parametrize("name", ["softmax", "linear", "gmm", "bayes"])
+def test_score_keeps_float64_targets_of_float32_data(fitted, name):
+    """``y`` beyond float32's range is valid float64: scored, not rejected."""
+    score = fitted[name].score(QUERIES.astype(np.float32), CLEAN[:10] * 1e39)
+    assert np.isfinite(score) and score < -1e70
+
+
+def test_cli_max_samples_too_small_is_one_line():
+    from sk_softmix.study import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--quick", "--folds", "2", "--max-samples", "5", "--tasks", "C1"])
+    assert exit_info.value.code == 2

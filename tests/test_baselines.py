@@ -126,7 +126,9 @@ def test_gmm_denoiser_attributes(covariance_type, fig2_data):
             denoiser.weights_, denoiser.means_, denoiser.noisy_covariances_, strict=True
         )
     )
-    np.testing.assert_allclose(np.log(density), gmm.score_samples(Z), rtol=1e-10)
+    # gmm_ is fitted on Z / scale_: its density there, mapped back to Z's units
+    log_density = gmm.score_samples(Z / denoiser.scale_) - p * np.log(denoiser.scale_)
+    np.testing.assert_allclose(np.log(density), log_density, rtol=1e-10)
     np.testing.assert_allclose(
         denoiser.signal_covariances_,
         psd_part(denoiser.noisy_covariances_ - FIG2_XI2 * np.eye(p)),

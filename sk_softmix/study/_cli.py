@@ -108,6 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.folds < 2:
         parser.error(f"--folds must be at least 2, got {args.folds}")
+    # every training fold needs a few points of each class (digits has 10)
+    smallest = 10 * args.folds
+    for option in ("max_samples", "n_synthetic"):
+        value = getattr(args, option)
+        if value is not None and value < smallest:
+            parser.error(
+                f"--{option.replace('_', '-')} must be at least 10 x --folds = {smallest}, "
+                f"got {value}: every fold needs points of every class to train on"
+            )
     if args.n_jobs == 0:
         parser.error("--n-jobs must be a positive number of workers or negative (-1: all cores)")
     if not 0 <= args.seed < 2**32:
@@ -133,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sk-softmix: interrupted; no report written", file=sys.stderr)
         return 130
+    except ValueError as error:  # the estimators' clear errors, one line each
+        parser.error(f"the study cannot run with these options: {error}")
     arguments = sys.argv[1:] if argv is None else argv
     result.metadata["command"] = " ".join(["sk-softmix", *arguments])
     written = write_report(result, out)
