@@ -103,7 +103,16 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
           the prompt's class means, pooled covariance and prior (for ``C >
           2`` classes its one-hot analogue). Its read-out grows like
           ``1 / |2 pi_+ - 1|`` as the prompt's prior nears 1/2: on 20,000
-          points with prior 0.495 the untrained head scored at chance.
+          points with prior 0.495 the untrained head scored at chance. The
+          pooled covariance is pseudo-inverted (a constant feature, or more
+          features than samples, gets a finite start), and where the head
+          does not exist on the data it warns and starts from ``"lda"``
+          (``"zero"`` without a skip map).
+
+        With a held-out set and ``residual=True``, heads trained from
+        ``"zero"``, ``"random"`` or ``"bayes"`` that score worse there than
+        the untrained linear start (LDA) give way to it, with a warning
+        (``init_`` says which was kept).
     prompt_size : int, default=None
         ``None``: every training pair is in the prompt; an int: a random
         subset of that size (an error if it misses a class).
@@ -521,7 +530,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
         n_classes = len(classes)
-        reference = "lda" if self.init in ("auto", "lda") and self.residual else None
+        # Trained heads fall back on the untrained linear start (LDA) when it
+        # validates better: by choice with init="auto" or "lda", with a
+        # warning from the paper's starts.
+        reference = "lda" if self.residual else None
+        by_default = self.init in ("auto", "lda") and reference is not None
         early_stopping = self.early_stopping if self.max_iter > 0 else False
         train_rows, validation_rows = validation_split(
             len(X), early_stopping, self.validation_fraction, random_state, labels
@@ -542,9 +555,23 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             head_seed,
         )
         untrained = next(iter(starts))
+        reference_start = None
+        if reference is not None:
+            reference_start = (
+                starts.get(reference)
+                or self._starts(
+                    X[train_rows],
+                    labels[train_rows],
+                    X[prompt_indices],
+                    labels[prompt_indices],
+                    n_classes,
+                    head_seed,
+                    [reference],
+                )[reference]
+            )
         history, n_iter = {"loss": np.empty(0)}, 0
         skip_training = self.max_iter == 0 or (
-            validation_rows is None and self.early_stopping == "auto" and reference is not None
+            validation_rows is None and self.early_stopping == "auto" and by_default
         )
         if skip_training:
             chosen, parameters, trained = untrained, starts[untrained], False
@@ -556,12 +583,21 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 prompt_indices,
                 validation_rows,
                 starts,
-                None if reference is None else (reference, starts[reference]),
+                None if reference is None else (reference, reference_start),
                 random_state,
                 device,
             )
             chosen, parameters, trained = outcome.start, outcome.parameters, outcome.trained
             n_iter = outcome.n_iter
+            if not by_default and chosen == reference and untrained != reference:
+                warnings.warn(
+                    f"SoftmaxAttentionClassifier: trained from init={self.init!r}, the "
+                    "heads scored worse on the held-out points than the untrained "
+                    "linear start (LDA), which is kept (init_='lda'). Use init='auto', "
+                    "or early_stopping=False to keep the trained heads anyway.",
+                    UserWarning,
+                    stacklevel=3,
+                )
         if validation_rows is not None and not trained:
             # The linear start again, from every row. Trained heads keep the
             # prompt they were validated with: adding the held-out rows to it

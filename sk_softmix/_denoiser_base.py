@@ -38,6 +38,7 @@ from ._validation import (
     noiseless_directions,
     noisy_variance,
     prompt_positions,
+    repeated_rows,
     unchanged_on_error,
     warn_if_misspecified,
 )
@@ -323,6 +324,17 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                     stacklevel=3,
                 )
                 misspecified = "noiseless"
+            elif n_repeated := repeated_rows(X):
+                warnings.warn(
+                    f"{name}: {n_repeated} of the {X.shape[0]} rows of X repeat earlier "
+                    "ones, which Gaussian noise of any variance cannot produce "
+                    "(binary, count or duplicated data); there Stein's unbiased risk "
+                    "estimate has no minimum. The answer is the untrained linear "
+                    "start, the Wiener map. Give clean targets y to train.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                misspecified = "repeated"
         if misspecified is not None:
             # no signal to find (or none float32 can see, or no objective to
             # train on): the clipped plug-in answer, the linear start, untrained
@@ -346,8 +358,11 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             )
 
         names = self._start_names()
-        # init="auto" falls back on the untrained linear start
-        with_reference = self.init == "auto" and self._has_linear_start()
+        # Trained starts fall back on the untrained linear start when it
+        # validates better: by choice with init="auto", and with a warning for
+        # a construction or random start that training left worse than it
+        # (SURE on a small prompt can overfit without end).
+        with_reference = self.init != "linear" and self._has_linear_start()
         candidates = starts(
             train_rows,
             prompt_indices,
@@ -364,9 +379,10 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 stacklevel=3,
             )
         reference = ("linear", candidates["linear"]) if with_reference else None
-        untrained = "linear" if with_reference else names[0]
+        by_default = with_reference and self.init == "auto"
+        untrained = "linear" if by_default else names[0]
         skip_training = self.max_iter == 0 or (
-            validation_rows is None and self.early_stopping == "auto" and with_reference
+            validation_rows is None and self.early_stopping == "auto" and by_default
         )
         history, chosen, trained, n_iter = np.empty(0), untrained, False, 0
         parameters = candidates[untrained]
@@ -384,6 +400,15 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             )
             chosen, parameters, trained = outcome.start, outcome.parameters, outcome.trained
             history, n_iter = outcome.history, outcome.n_iter
+            if self.init != "auto" and chosen == "linear":
+                warnings.warn(
+                    f"{type(self).__name__}: trained from init={self.init!r}, the "
+                    "parameters scored worse on the held-out points than the untrained "
+                    "linear start, which is kept (init_='linear'). Use init='auto', or "
+                    "early_stopping=False to keep the trained parameters anyway.",
+                    UserWarning,
+                    stacklevel=3,
+                )
         if validation_rows is not None and not trained:
             # The linear start again, from every row. Trained heads keep the
             # prompt they were validated with (see SoftmaxAttentionClassifier).

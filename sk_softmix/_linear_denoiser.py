@@ -268,7 +268,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         for name in names:
             if name == "random":
                 starts[name] = self._random_layers(prompt, random_state)
-            elif name == "bayes" and train_y is None and "linear" in names:
+            elif name == "bayes" and train_y is None and self.init == "auto":
                 continue  # without clean targets "linear" is this very map already
             else:
                 clean = train_y if name == "linear" else None

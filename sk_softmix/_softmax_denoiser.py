@@ -74,6 +74,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         - ``"random"``: small random heads and ``A = I``; on the paper's
           Figure 2 task it trained only to about 4% above Bayes (a basin
           where the gate is barely used), against 0.7% from ``"bayes"``.
+
+        With a held-out set, a trained ``"bayes"`` or ``"random"`` start
+        that scores worse there than the untrained linear start gives way
+        to it, with a warning (``init_`` says which was kept).
     n_components : int, default=2
         Number of mixture components assumed by ``init="bayes"``.
     prompt_size : int, default=None
@@ -229,7 +233,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     above the data's variance per entry, or below ``1e-10`` times it, warns
     and keeps the untrained linear start (the clipped Wiener map); so does
     training by SURE on data with a direction of (almost) no variance, such
-    as a constant feature, where SURE has no minimum; along directions where
+    as a constant feature, or with repeated rows, where SURE has no minimum;
+    a trained ``init="bayes"`` or ``"random"`` start that validates worse
+    than the untrained linear start gives way to it, with a warning; along
+    directions where
     the prompt's covariance is below ``xi^2`` the construction averages
     instead of inverting it; and fewer numbers in ``X`` than parameters
     warns.

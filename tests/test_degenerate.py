@@ -417,3 +417,40 @@ def test_bayes_denoiser_owns_its_means():
     before = denoiser.transform(np.ones((1, 2)))
     means[0, 0] = 100.0
     np.testing.assert_array_equal(denoiser.transform(np.ones((1, 2))), before)
+
+
+def test_construction_start_that_overfits_sure_falls_back_with_a_warning():
+    """40 points in 10 dimensions: SURE trained from the construction ran to
+    test MSE 6e9 (the identity's: 1.0); the linear start validates better."""
+    rng = np.random.default_rng(0)
+    X = 0.1 * rng.normal(size=(40, 10))
+    Z = X + rng.normal(size=X.shape)
+    X_test = 0.1 * rng.normal(size=(500, 10))
+    Z_test = X_test + rng.normal(size=X_test.shape)
+    denoiser = SoftmaxAttentionDenoiser(noise_variance=1.0, init="bayes", random_state=0)
+    with pytest.warns(UserWarning, match="scored worse on the held-out points"):
+        denoiser.fit(Z)
+    assert denoiser.init_ == "linear"
+    assert np.mean((denoiser.transform(Z_test) - X_test) ** 2) < np.mean((Z_test - X_test) ** 2)
+
+
+@pytest.mark.parametrize("dtype", [bool, np.uint8])
+def test_repeated_rows_of_binary_data_are_not_trained_on_by_sure(dtype):
+    """Binary data repeats rows, which Gaussian noise cannot: SURE there has no
+    minimum (outputs reached 10.5 on 0/1 data), so the Wiener map is kept."""
+    data = (np.random.default_rng(0).random((300, 4)) < 0.5).astype(dtype)
+    denoiser = SoftmaxAttentionDenoiser(noise_variance=0.05, random_state=0)
+    with pytest.warns(UserWarning, match="rows of X repeat earlier ones"):
+        denoiser.fit(data)
+    output = denoiser.transform(data.astype(np.float64))
+    assert output.min() >= -0.5 and output.max() <= 1.5
+    assert np.mean((output - data) ** 2) < 0.05  # no worse than the claimed noise
+
+
+def test_bayes_denoiser_is_scale_equivariant():
+    Z, _, _ = _mixture(100)
+    for scale in (1e-100, 1e100, 3.7e-7):
+        reference = BayesDenoiser(MEANS, covariance=1.0, noise_variance=1.0).fit(Z)
+        scaled = BayesDenoiser(MEANS * scale, covariance=scale**2, noise_variance=scale**2)
+        got = scaled.fit(Z * scale).transform(Z * scale) / scale
+        np.testing.assert_allclose(got, reference.transform(Z), rtol=1e-6, atol=1e-12)
