@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
-from ._mixture import _noisy_choleskys, check_mixture, posterior_mean
+from ._mixture import _noisy_choleskys, check_mixture, posterior_divergence, posterior_mean
 from ._validation import unchanged_on_error
 
 
@@ -28,6 +28,14 @@ class _PosteriorMeanMixin(DenoiserMixin):
         # cast back, so float32 input loses nothing but the final rounding.
         means, weights, noisy, signal = self._posterior_parameters()
         return posterior_mean(X, means, weights, noisy, signal).astype(X.dtype, copy=False)
+
+    def _stein_risks(self, X: np.ndarray) -> np.ndarray:
+        """``(||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)) / p`` per query, in float64."""
+        parameters = self._posterior_parameters()
+        X = X.astype(np.float64, copy=False)
+        residual = np.sum((posterior_mean(X, *parameters) - X) ** 2, axis=1)
+        xi2, p = self.noise_variance_, X.shape[1]
+        return (residual - p * xi2 + 2 * xi2 * posterior_divergence(X, *parameters)) / p
 
 
 class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):

@@ -33,8 +33,9 @@ from ._training import (
 from ._validation import (
     DEGENERATE_FRACTION,
     Count,
-    check_clean_targets,
     choose_prompt,
+    clean_targets,
+    describe_ignored_target,
     noiseless_directions,
     noisy_variance,
     prompt_positions,
@@ -140,7 +141,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             Clean counterparts of ``X``. When given, training minimises the
             squared error, each training query left out of its own prompt.
             When omitted, training minimises Stein's unbiased risk estimate
-            of that error, which needs ``noise_variance``.
+            of that error, which needs ``noise_variance``. A ``y`` of any
+            other shape (a Pipeline's class labels) is a later step's target
+            and is ignored, as scikit-learn transformers ignore ``y``.
 
         Returns
         -------
@@ -190,7 +193,10 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Noisy observations.
         y : array-like of shape (n_samples, n_features), default=None
-            Clean counterparts of ``X``, used for training only.
+            Clean counterparts of ``X``, used for training only; any other
+            shape is a later step's target and is ignored (see :meth:`fit`).
+            In a Pipeline, this is how training points are denoised: each
+            left out of its own prompt, as test points are.
 
         Returns
         -------
@@ -236,7 +242,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Noisy points of one task.
         y : array-like of shape (n_samples, n_features), default=None
-            Their clean counterparts.
+            Their clean counterparts; any other shape is ignored.
 
         Returns
         -------
@@ -284,21 +290,21 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     def _fit(self, X, y, partial=False):
         first = not (partial and hasattr(self, "prompt_"))  # partial_fit continues a fit
         X = validate_data(self, X, reset=first, dtype=FLOAT_DTYPES, ensure_min_samples=2)
-        if y is not None:
-            y = check_clean_targets(y, X)
+        name = type(self).__name__
+        checked_scale(X, name)
+        given, y = y, clean_targets(y, X)
         noise_variance = self.noise_variance
         if noise_variance is None and y is not None:
             # Z - X is the noise itself: its mean square estimates xi^2.
             noise_variance = float(np.mean(np.square(X - y, dtype=np.float64)))
         if noise_variance is None:
             raise ValueError(
-                f"{type(self).__name__}.fit needs either y, the clean counterparts "
-                "of X (training on the squared error), or noise_variance, the "
+                f"{name}.fit needs either y, the clean counterparts of X with X's "
+                "shape (training on the squared error), or noise_variance, the "
                 "variance xi^2 of the Gaussian noise in X (training on noisy data "
-                "alone by Stein's unbiased risk estimate); got neither."
+                f"alone by Stein's unbiased risk estimate); got "
+                f"{describe_ignored_target(given)} and noise_variance=None."
             )
-        name = type(self).__name__
-        checked_scale(X, name)
         # with clean targets training minimises the squared error, whatever xi^2
         misspecified = (
             warn_if_misspecified(noisy_variance(X), noise_variance, name) if y is None else None
@@ -489,7 +495,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             self._check_same_architecture()
             parameters = {name: getattr(self, f"{name}_") for name in self._parameter_names()}
             history = self.history_
-            optimizer_state = [dict(state) for state in self.optimizer_state_]
+            # after fit (no moments saved) Adam starts fresh moments from the fit
+            optimizer_state = [dict(state) for state in getattr(self, "optimizer_state_", [])]
             steps_done = self.n_iter_
         scale = rms_scale(X[prompt_indices])
         trained = to_training_units(parameters, scale, self._SCALE_POWER, device)
@@ -692,6 +699,9 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
                 values.append(stein_risk(denoised, chunk, divergence, xi2))
         return torch.cat(values).cpu().numpy()
+
+    def _stein_risks(self, X):
+        return self.sure(X)
 
     def _check_prompt(self, prompt):
         if prompt is None:

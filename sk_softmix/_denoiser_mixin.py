@@ -5,7 +5,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from sklearn.metrics import mean_squared_error
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_clean_targets
+from ._validation import clean_targets
 
 FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -54,26 +54,40 @@ class DenoiserMixin(OneToOneFeatureMixin, TransformerMixin):
         """
         return self.transform(X)
 
-    def score(self, X, y):
-        """Negative mean squared error of the denoised ``X`` against clean ``y``.
+    def _stein_risks(self, X: np.ndarray) -> np.ndarray:
+        """Per-sample Stein's unbiased risk estimate, per entry, at the fitted xi^2."""
+        raise NotImplementedError
+
+    def score(self, X, y=None):
+        """Negative mean squared error per entry, against clean ``y`` or estimated.
+
+        With clean targets it is measured; without them (``y=None``, or a
+        ``y`` not shaped like ``X``, such as a Pipeline's labels) it is
+        Stein's unbiased risk estimate at the fitted ``noise_variance_``,
+        whose expectation is that error, so that ``cross_validate`` and
+        ``GridSearchCV`` choose hyperparameters from noisy data alone, as
+        ``GaussianMixture.score`` needs no labels.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-        y : array-like of shape (n_samples, n_features)
+            Noisy observations, independent of the fitted prompt (held-out
+            points) when ``y`` is not given.
+        y : array-like of shape (n_samples, n_features), default=None
             Their clean counterparts.
 
         Returns
         -------
         score : float
             ``-mean_squared_error(y, self.predict(X))``, the average over all
-            entries; higher is better.
+            entries, or minus the mean SURE per entry; higher is better.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        y = check_clean_targets(y, X)
-        return -float(mean_squared_error(y, self._denoise(X)))
+        clean = clean_targets(y, X)
+        if clean is None:
+            return -float(np.mean(self._stein_risks(X)))
+        return -float(mean_squared_error(clean, self._denoise(X)))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

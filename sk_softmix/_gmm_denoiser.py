@@ -12,7 +12,14 @@ from ._bayes_denoiser import _PosteriorMeanMixin
 from ._denoiser_mixin import FLOAT_DTYPES
 from ._mixture import psd_part
 from ._training import checked_scale
-from ._validation import Count, noisy_variance, unchanged_on_error, warn_if_misspecified
+from ._validation import (
+    Count,
+    clean_targets,
+    describe_ignored_target,
+    noisy_variance,
+    unchanged_on_error,
+    warn_if_misspecified,
+)
 
 
 class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
@@ -33,7 +40,8 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         Form of the fitted noisy covariances, as in ``GaussianMixture``.
     noise_variance : float, default=None
         Variance ``xi^2 > 0`` of the isotropic Gaussian noise in ``X``.
-        Required: ``fit`` raises a ``ValueError`` while it is ``None``.
+        ``None``: estimated from clean targets ``y`` given to ``fit``
+        (without them ``fit`` raises a ``ValueError``).
     tol : float, default=1e-6
         EM convergence threshold, passed to ``GaussianMixture``. Tighter than
         ``GaussianMixture``'s 1e-3: overlapping components (the usual case
@@ -161,24 +169,32 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Noisy observations.
-        y : None
-            Ignored: the plug-in needs no clean data.
+        y : array-like of shape (n_samples, n_features), default=None
+            Clean counterparts of ``X``: used only to estimate
+            ``noise_variance`` (the mean square of ``X - y``) when it is
+            ``None``. Any other ``y`` (a Pipeline's labels) is ignored.
 
         Returns
         -------
         self : object
             The fitted denoiser.
         """
-        if self.noise_variance is None:
-            raise ValueError(
-                "GaussianMixtureDenoiser needs noise_variance (xi^2), the "
-                "variance of the Gaussian noise in X, to turn the fitted noisy "
-                "covariances S_k into signal covariances S_k - xi^2 I; got "
-                "noise_variance=None."
-            )
-        xi2 = float(self.noise_variance)
         with unchanged_on_error(self):
             X = validate_data(self, X, dtype=FLOAT_DTYPES)
+            clean = clean_targets(y, X)
+            if self.noise_variance is not None:
+                xi2 = float(self.noise_variance)
+            elif clean is not None:
+                # Z - X is the noise itself: its mean square estimates xi^2
+                xi2 = float(np.mean(np.square(X - clean, dtype=np.float64)))
+            else:
+                raise ValueError(
+                    "GaussianMixtureDenoiser needs noise_variance (xi^2), the "
+                    "variance of the Gaussian noise in X, to turn the fitted noisy "
+                    "covariances S_k into signal covariances S_k - xi^2 I, or clean "
+                    "targets y of X's shape to estimate it from; got "
+                    f"{describe_ignored_target(y)} and noise_variance=None."
+                )
             n_samples, n_features = X.shape
             if n_samples < self.n_components:
                 raise ValueError(

@@ -417,6 +417,44 @@ def _mix(beta: np.ndarray, values: np.ndarray) -> np.ndarray:
     return terms.sum(axis=0)
 
 
+def posterior_divergence(Z, means, weights, noisy_covariances, signal_covariances):
+    """Divergence ``sum_j d f_j / d z_j`` of :func:`posterior_mean` at each query.
+
+    With ``f = sum_k beta_k mu_k``, the experts ``mu_k = m_k + Gamma_k S_k^{-1}
+    (z - m_k)`` and ``grad beta_k = beta_k (g_k - sum_j beta_j g_j)`` where
+    ``g_k = S_k^{-1} (m_k - z)``::
+
+        div f = sum_k beta_k tr(Gamma_k S_k^{-1}) + sum_k beta_k (mu_k - f) . (g_k - gbar)
+
+    Stein's unbiased risk estimate of the denoiser needs it (``score``
+    without clean targets). Shapes as in :func:`posterior_mean`; returns
+    ``(n_samples,)``.
+    """
+    Z, means, weights, noisy_covariances, signal_covariances = _check_posterior_inputs(
+        Z, means, weights, noisy_covariances, signal_covariances
+    )
+    choleskys = _noisy_choleskys(noisy_covariances)
+    traces = np.trace(_transposed_gains(choleskys, signal_covariances), axis1=1, axis2=2)  # (K,)
+    divergence = np.empty(Z.shape[0])
+    for rows, beta, experts in _blockwise_moments(
+        Z, means, weights, noisy_covariances, signal_covariances
+    ):
+        block = Z[rows]
+        # g_k = S_k^{-1} (m_k - z): (p, p) solves against (p, n_block), per component
+        scores = np.stack(
+            [
+                linalg.cho_solve((factor, True), (mean - block).T, check_finite=False).T
+                for factor, mean in zip(choleskys, means, strict=True)
+            ]
+        )  # (K, n_block, p)
+        deviations = experts - _mix(beta, experts)  # mu_k - f
+        centred_scores = scores - _mix(beta, scores)  # g_k - gbar
+        divergence[rows] = beta @ traces + _mix(
+            beta, np.einsum("knp,knp->kn", deviations, centred_scores)
+        )
+    return divergence
+
+
 def posterior_spread(Z, means, weights, noisy_covariances, signal_covariances):
     """``sum_k beta_k(z) ||mu_k(z) - E[X|Z=z]||^2``: the between-component part
     of ``tr Cov(X | Z = z)``, ``mu_k(z)`` being the expert means.

@@ -209,7 +209,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     residual heads, the linear start) and compares the results with the
     untrained linear start on held-out points. On
     the study's tasks (5-fold, 10,000 points) this keeps trained heads on the
-    mixtures (0.9-3.7% above Bayes, the Gaussian-mixture plug-in 0.2-2%) and
+    mixtures (1.0-3.7% above Bayes, the Gaussian-mixture plug-in 0.2-2%) and
     the Wiener map on noisy digits, where the trained construction is about
     65% worse.
 

@@ -10,21 +10,40 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
 
 
-def check_clean_targets(y, X: np.ndarray) -> np.ndarray:
-    """Validate clean targets ``y`` paired with noisy observations ``X``.
+def clean_targets(y, X: np.ndarray) -> np.ndarray | None:
+    """``y`` validated as the clean counterparts of ``X``, or ``None``.
 
-    A denoiser learns the map from noisy to clean points, so ``y`` must have
-    exactly the shape of ``X``. Float32 and float64 are kept (casting to a
+    A denoiser's clean targets have exactly the shape of ``X``. Any other
+    ``y`` (a Pipeline's class labels, a regression target) belongs to a later
+    step: the denoiser ignores it, as scikit-learn transformers ignore ``y``,
+    and this returns ``None``. Float32 and float64 are kept (casting to a
     float32 ``X``'s dtype would reject values beyond 3.4e38), other types
     become float64.
     """
-    y = check_array(y, dtype=[np.float64, np.float32], ensure_2d=False, input_name="y")
-    if y.shape != X.shape:
-        raise ValueError(
-            "y must hold the clean counterparts of X, with the same shape as X "
-            f"{X.shape}; got y of shape {y.shape}."
-        )
-    return y
+    if y is None or _shape(y) != X.shape:
+        return None
+    return check_array(y, dtype=[np.float64, np.float32], input_name="y")
+
+
+def _shape(y) -> tuple | None:
+    """The shape of array-like ``y`` (None if it has none, e.g. ragged)."""
+    shape = getattr(y, "shape", None)
+    if shape is not None:
+        return tuple(shape)
+    try:
+        return np.asarray(y).shape
+    except (TypeError, ValueError):
+        return None
+
+
+def describe_ignored_target(y) -> str:
+    """How an error names a ``y`` that :func:`clean_targets` ignored."""
+    if y is None:
+        return "no y"
+    return (
+        f"a y of shape {_shape(y)}, not shaped like X, which is taken for a later "
+        "step's target (a Pipeline's labels) and ignored"
+    )
 
 
 @contextmanager

@@ -281,8 +281,6 @@ BAD_FITS = {
     "1-D": (lambda Z: Z[:, 0], None, "Expected 2D array"),
     "3-D": (lambda Z: Z[None], None, "Found array with dim 3"),
     "one sample": (lambda Z: Z[:1], None, "minimum of 2 is required"),
-    "y of another shape": (lambda Z: Z, lambda Z: Z[:, :1], "same shape as X"),
-    "y with another length": (lambda Z: Z, lambda Z: Z[:-1], "same shape as X"),
     "y with NaN": (lambda Z: Z, lambda Z: Z * np.nan, "NaN"),
 }
 
@@ -308,8 +306,8 @@ def test_bad_transform_and_parameter_input():
             denoiser.transform(np.ones((3, 5)))
         with pytest.raises(ValueError, match="NaN"):
             denoiser.transform(np.full((3, 2), np.nan))
-        with pytest.raises(ValueError, match="same shape as X"):
-            denoiser.score(Z, Z[:, :1])
+        # a y not shaped like X is not a clean target: scored by SURE instead
+        assert denoiser.score(Z, Z[:, :1]) == denoiser.score(Z)
         for bad in (0.0, -1.0):
             with pytest.raises(ValueError, match="noise_variance"):
                 denoiser.set_params(noise_variance=bad).fit(Z, Z)

@@ -288,13 +288,14 @@ def test_sparse(fitted, name, method):
 
 # -- targets ----------------------------------------------------------------------
 
-# denoisers' y are clean points shaped like X; BayesDenoiser and
-# GaussianMixtureDenoiser ignore y in fit, so only their score takes it
+# denoisers' clean targets are shaped like X, and any other y is a later
+# step's target that they ignore (below); a y shaped like X with NaN is bad
 _TARGET_CASES = [
     c
     for c in cases("bad_y", variants=[(w, w) for w in ("short", "columns", "ndim", "nan")])
     if c.values[1] in FITTING + ("score",)
-    and not (c.values[0] in ("gmm", "bayes") and c.values[1] == "fit")
+    and (c.values[0] == "classifier" or c.values[2] == "nan")
+    and not (c.values[0] == "bayes" and c.values[1] == "fit")
 ]
 
 
@@ -315,14 +316,36 @@ def test_y_wrong_length_or_shape(fitted, name, method, wrong):
             "ndim": "1d array|dim 3|can't handle a mix of",
             "nan": "NaN",
         }[wrong]
-    elif wrong == "nan":
+    else:
         y = CLEAN.copy()
         y[5, 0] = np.nan
         match = "Input y contains NaN"
-    else:
-        y = {"short": CLEAN[:-1], "columns": CLEAN[:, :1], "ndim": CLEAN[:, 0]}[wrong]
-        match = r"same shape as X \(60, 2\); got y of shape"
     assert_rejected(fitted, name, method, NOISY, ValueError, match, y=y)
+
+
+@pytest.mark.parametrize(
+    "name, method, wrong",
+    [
+        c
+        for c in cases("other_y", variants=[(w, w) for w in ("short", "columns", "ndim", "labels")])
+        if c.values[0] != "classifier" and c.values[1] in FITTING + ("score",)
+    ],
+)
+def test_y_not_shaped_like_x_is_ignored(fitted, name, method, wrong):
+    """A denoiser's y of another shape is a later step's target: ignored."""
+    y = {
+        "short": CLEAN[:-1],
+        "columns": CLEAN[:, :1],
+        "ndim": CLEAN[:, 0],
+        "labels": LABELS,
+    }[wrong]
+    with_y, without_y = copy.deepcopy(fitted[name]), copy.deepcopy(fitted[name])
+    if method == "score":
+        assert with_y.score(NOISY, y) == without_y.score(NOISY)
+        return
+    call(with_y, method, NOISY, y=y)
+    call(without_y, method, NOISY)
+    assert np.array_equal(predictions(with_y), predictions(without_y))
 
 
 # -- dtypes and magnitudes --------------------------------------------------------
