@@ -546,28 +546,24 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 "prompt_size."
             )
         head_seed = random_state.randint(2**31 - 1)
-        starts = self._starts(
-            X[train_rows],
-            labels[train_rows],
-            X[prompt_indices],
-            labels[prompt_indices],
-            n_classes,
-            head_seed,
-        )
+
+        def starts_on_training_rows(names=None):
+            return self._starts(
+                X[train_rows],
+                labels[train_rows],
+                X[prompt_indices],
+                labels[prompt_indices],
+                n_classes,
+                head_seed,
+                names,
+            )
+
+        starts = starts_on_training_rows()
         untrained = next(iter(starts))
         reference_start = None
         if reference is not None:
             reference_start = (
-                starts.get(reference)
-                or self._starts(
-                    X[train_rows],
-                    labels[train_rows],
-                    X[prompt_indices],
-                    labels[prompt_indices],
-                    n_classes,
-                    head_seed,
-                    [reference],
-                )[reference]
+                starts.get(reference) or starts_on_training_rows([reference])[reference]
             )
         history, n_iter = {"loss": np.empty(0)}, 0
         skip_training = self.max_iter == 0 or (
