@@ -231,3 +231,29 @@ def test_read_only_out_directory_is_a_usage_error(tmp_path):
         locked.chmod(0o700)
     assert completed.returncode == 2
     assert completed.stderr.count("\n") == 1 and "cannot write the report" in completed.stderr
+
+
+def test_report_has_headings_only_for_the_kinds_that_ran(tmp_path):
+    result = run_study(
+        quick=True, device="cpu", tasks=["C1"], n_folds=2, max_samples=40, progress=False
+    )
+    write_report(result, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "## Classification" in report and "## Denoising" not in report
+
+
+def test_interrupted_command_leaves_no_empty_report_directory(tmp_path, monkeypatch, capsys):
+    import sk_softmix.study._cli as cli
+
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_study", interrupted)
+    out = tmp_path / "report"
+    assert main(["compare", "--quick", "--out", str(out)]) == 130
+    assert not out.exists()
+    assert "interrupted; no report written" in capsys.readouterr().err
+    existing = tmp_path / "kept"
+    existing.mkdir()
+    assert main(["compare", "--quick", "--out", str(existing)]) == 130
+    assert existing.exists()  # a directory the user made stays

@@ -70,13 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_writable(parser, out: Path) -> None:
+def _check_writable(parser, out: Path) -> bool:
+    """Make sure ``out`` can take the report; returns whether it was created."""
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as error:
         parser.error(f"cannot write the report to --out {str(out)!r}: {error.strerror or error}")
+    return created
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     out = Path(args.out)
-    _check_writable(parser, out)
+    created = _check_writable(parser, out)
     try:
         result = run_study(
             quick=args.quick,
@@ -139,11 +142,13 @@ def main(argv: list[str] | None = None) -> int:
             tasks=args.tasks,
             progress=not args.no_progress,
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ValueError) as error:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # leave no empty report directory behind
+        if isinstance(error, ValueError):  # the estimators' clear errors, one line each
+            parser.error(f"the study cannot run with these options: {error}")
         print("sk-softmix: interrupted; no report written", file=sys.stderr)
         return 130
-    except ValueError as error:  # the estimators' clear errors, one line each
-        parser.error(f"the study cannot run with these options: {error}")
     arguments = sys.argv[1:] if argv is None else argv
     result.metadata["command"] = " ".join(["sk-softmix", *arguments])
     written = write_report(result, out)

@@ -147,14 +147,16 @@ def markdown(result) -> str:
         "Every cell is the mean +- standard deviation over the folds. Classifiers run in a "
         "`Pipeline` after `StandardScaler`; `Bayes (oracle)` knows the true mixture. "
         "`accuracy - LDA` and `log-loss / Bayes` are computed fold by fold.",
-        "",
-        "## Classification",
     ]
-    for task, estimators in summary.get("classification", {}).items():
-        lines += _table(result, "classification", task, estimators, CLASSIFICATION_COLUMNS)
-    lines += ["", "## Denoising"]
-    for task, estimators in summary.get("denoising", {}).items():
-        lines += _table(result, "denoising", task, estimators, DENOISING_COLUMNS)
+    # a heading only for the kinds of task that ran
+    for kind, heading, columns in (
+        ("classification", "Classification", CLASSIFICATION_COLUMNS),
+        ("denoising", "Denoising", DENOISING_COLUMNS),
+    ):
+        if summary.get(kind):
+            lines += ["", f"## {heading}"]
+            for task, estimators in summary[kind].items():
+                lines += _table(result, kind, task, estimators, columns)
     searches = search_summary(result)
     if searches:
         lines += [
