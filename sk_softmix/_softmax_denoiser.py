@@ -396,16 +396,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             gamma2 = max(np.trace(noisy_covariance) / n_features - xi2, 0.0)
             U[:2], V[:2] = two_head_construction(means, gamma2, xi2)
         else:
-            U[0], V[0] = single_head_construction(noisy_covariance)
-            # Along a direction where S is below xi^2 (a constant feature)
-            # there is no signal: average it (U = 0, V = 1), as the residual
-            # construction does, rather than put 1 / S in the scores.
-            eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)
-            if np.any(eigenvalues < xi2):
-                signal = eigenvalues >= xi2
-                safe = np.where(signal, eigenvalues, 1.0)
-                U[0] = (eigenvectors * np.where(signal, 1.0 / safe, 0.0)) @ eigenvectors.T
-                V[0] = (eigenvectors * np.where(signal, 0.5, 1.0)) @ eigenvectors.T
+            U[0], V[0] = single_head_construction(noisy_covariance, xi2)
         return U / scale / scale, V, skip
 
     def _fit_tied_mixture(self, prompt, random_state):

@@ -467,12 +467,17 @@ def _scores(transformed, prompt, exclude, workspace=None):
             out=scores.view(-1, prompt.shape[0]),
         )
     if exclude is not None:
-        # a gather and a scatter, no nonzero(): selecting rows on the host
-        # would cost a GPU sync per chunk
-        rows, columns = torch.arange(n_queries, device=scores.device), exclude.clamp(min=0)
-        kept = scores[:, rows, columns]
-        scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, kept)
+        _exclude_in_place(scores, exclude)
     return scores
+
+
+def _exclude_in_place(scores, exclude):
+    """Set each query's excluded score to ``-inf`` (``exclude = -1``: none)."""
+    # a gather and a scatter, no nonzero(): selecting rows on the host would
+    # cost a GPU sync per chunk
+    rows, columns = torch.arange(scores.shape[1], device=scores.device), exclude.clamp(min=0)
+    kept = scores[:, rows, columns]
+    scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, kept)
 
 
 def _power_of_two_above(tensor) -> int:
@@ -505,8 +510,7 @@ def _far_scores(transformed, prompt, exclude):
     scaled_p = prompt.to(torch.float64) * 2.0 ** -max(exponent_p, -1000)
     scores = scaled_t @ scaled_p.mT  # (H, n, p) @ (p, L) -> (H, n, L), |.| <= p
     if exclude is not None:
-        rows, columns = torch.arange(scores.shape[1], device=scores.device), exclude.clamp(min=0)
-        scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, scores[:, rows, columns])
+        _exclude_in_place(scores, exclude)
     scores -= scores.amax(dim=-1, keepdim=True)
     exponent = max(exponent_t, -1000) + max(exponent_p, -1000)
     while exponent > 0:  # in steps float64 holds: 0 * finite stays 0

@@ -92,25 +92,30 @@ def in_context_construction(
     True
     True
     """
-    eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)
     # Along a direction where S is below xi^2 (a constant feature, or a noise
     # variance larger than the data's) there is no signal to tilt towards,
     # and S^{-1} would put a skip near -2 xi^2 / S on it: average instead
     # (U = 0, V = 1, skip 0), the posterior mean when the signal is constant.
+    inverse, signal, matrix = _eigenbasis(noisy_covariance, noise_variance)
+    v = np.where(signal, noise_variance * inverse, 1.0)
+    return matrix(inverse), matrix(v), matrix(np.where(signal, 1.0 - 2.0 * v, 0.0))
+
+
+def _eigenbasis(noisy_covariance, noise_variance):
+    """``1 / s`` on the eigenvalues ``s >= xi^2`` of ``S`` (0 below), that mask,
+    and ``matrix(d)``, the symmetric matrix with eigenvalues ``d`` in ``S``'s basis."""
+    eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)
     signal = eigenvalues >= noise_variance
-    safe = np.where(signal, eigenvalues, 1.0)
-    u = np.where(signal, 1.0 / safe, 0.0)
-    v = np.where(signal, noise_variance / safe, 1.0)
-    skip = np.where(signal, 1.0 - 2.0 * v, 0.0)
+    inverse = np.where(signal, 1.0 / np.where(signal, eigenvalues, 1.0), 0.0)
 
     def matrix(diagonal):
         return (eigenvectors * diagonal) @ eigenvectors.T
 
-    return matrix(u), matrix(v), matrix(skip)
+    return inverse, signal, matrix
 
 
 def single_head_construction(
-    noisy_covariance: np.ndarray,
+    noisy_covariance: np.ndarray, noise_variance: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """One plain head ``U = S^{-1}``, ``V = I / 2``.
 
@@ -121,6 +126,10 @@ def single_head_construction(
     ----------
     noisy_covariance : ndarray of shape (p, p)
         ``S = Gamma + xi^2 I``.
+    noise_variance : float, default=0.0
+        ``xi^2``. When positive, directions where ``S`` is below it (no
+        signal, e.g. a constant feature) get ``U = 0``, ``V = 1``: the head
+        averages there instead of putting ``1 / S`` in the scores.
 
     Returns
     -------
@@ -167,6 +176,10 @@ def single_head_construction(
     >>> bool(np.allclose(head, bayes.fit(z).transform(z)))
     True
     """
+    if noise_variance > 0:
+        # as in_context_construction: average where S is below xi^2
+        inverse, signal, matrix = _eigenbasis(noisy_covariance, noise_variance)
+        return matrix(inverse), matrix(np.where(signal, 0.5, 1.0))
     precision = np.linalg.inv(noisy_covariance)
     return (precision + precision.T) / 2, np.eye(precision.shape[0]) / 2
 
