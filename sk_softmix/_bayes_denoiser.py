@@ -49,8 +49,11 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
 
     Parameters
     ----------
-    means : array-like of shape (n_components, n_features)
-        Component means ``m_k`` of the clean signal.
+    means : array-like of shape (n_components, n_features), default=None
+        Component means ``m_k`` of the clean signal. ``None``: one component
+        centred at the origin, in the dimension of the ``X`` given to
+        ``fit``; the denoiser is then the Wiener filter of ``N(0, Gamma)``,
+        ``Gamma (Gamma + xi^2 I)^{-1} z``.
     weights : array-like of shape (n_components,), default=None
         Mixing proportions ``pi_k``, non-negative and summing to one;
         ``None`` means equal weights.
@@ -125,13 +128,13 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "means": ["array-like"],
+        "means": ["array-like", None],
         "weights": ["array-like", None],
         "covariance": [Interval(Real, 0, None, closed="left"), "array-like"],
         "noise_variance": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, means, weights=None, covariance=1.0, noise_variance=1.0):
+    def __init__(self, means=None, weights=None, covariance=1.0, noise_variance=1.0):
         self.means = means
         self.weights = weights
         self.covariance = covariance
@@ -153,11 +156,12 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
         self : object
             The fitted denoiser.
         """
-        means, weights, covariances = check_mixture(self.means, self.weights, self.covariance)
         # validate_data records n_features_in_ before the dimension check can
         # fail; the context restores a previous fit if anything below raises.
         with unchanged_on_error(self):
             X = validate_data(self, X, dtype=FLOAT_DTYPES)
+            given = np.zeros((1, X.shape[1])) if self.means is None else self.means
+            means, weights, covariances = check_mixture(given, self.weights, self.covariance)
             if X.shape[1] != means.shape[1]:
                 raise ValueError(
                     f"X has {X.shape[1]} features, but the mixture lives in "

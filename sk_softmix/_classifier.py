@@ -6,6 +6,7 @@ from numbers import Real
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import log_softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.utils import check_random_state
@@ -14,12 +15,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import as_tensor, resolve_device
+from ._threads import cpu_threads_for_step
 from ._training import (
     SOLVERS,
     Selection,
     TrainingSettings,
     checked_scale,
     fit_starts,
+    products_per_step,
     resolve_solver,
     rms_scale,
     validation_split,
@@ -414,10 +417,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
-        logits = torch.from_numpy(self._scores(X))
+        logits = self._scores(X)
         if len(self.classes_) == 2:
-            logits = torch.cat([torch.zeros_like(logits), logits], dim=1)
-        return torch.log_softmax(logits, dim=1).numpy()
+            logits = np.hstack([np.zeros_like(logits), logits])
+        # in NumPy: a torch kernel here would wake torch's thread pool for a few rows
+        return log_softmax(logits, axis=1)
 
     def predict_proba(self, X):
         """Probabilities of the classes.
@@ -447,8 +451,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        log_proba = self.predict_log_proba(X)
-        return self.classes_[np.argmax(log_proba, axis=1)]
+        scores = self.decision_function(X)
+        if len(self.classes_) == 2:  # the logits (0, f(x)): ties go to classes_[0]
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
 
     def effective_coordinates(self) -> dict:
         """Effective coordinates ``(w, b, r, s, s0)`` of a fitted binary model.
@@ -737,19 +743,28 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
 
             return loss_on, validation_losses if validation_rows is not None else None
 
-        outcome = fit_starts(
-            starts,
-            reference,
-            objective,
-            settings,
-            scale=scale,
-            powers=_SCALE_POWER,
-            n_queries=len(train_rows),
-            validate=validation_rows is not None,
-            selection=_SELECTION,
-            random_state=random_state,
-            device=device,
+        products = products_per_step(
+            solver,
+            self.batch_size,
+            len(train_rows),
+            len(prompt_indices),
+            self.n_heads,
+            prompt.shape[1],
         )
+        with cpu_threads_for_step(device, products):
+            outcome = fit_starts(
+                starts,
+                reference,
+                objective,
+                settings,
+                scale=scale,
+                powers=_SCALE_POWER,
+                n_queries=len(train_rows),
+                validate=validation_rows is not None,
+                selection=_SELECTION,
+                random_state=random_state,
+                device=device,
+            )
         history = {"loss": outcome.history}
         if binary and outcome.trained and snapshots.get(outcome.start):
             statistics = class_statistics(
@@ -760,25 +775,34 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     def _scores(self, X):
         device = resolve_device(self.device)
-        dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         n_classes = len(self.classes_)
-        parameters = {
-            name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)
-            for name in self._parameter_names()
-        }
-        if n_classes == 2:  # the paper's binary shapes -> full shapes (width 1)
-            parameters["u12"] = parameters["u12"].unsqueeze(1)
-            parameters["v21"] = parameters["v21"].unsqueeze(1)
-            parameters["v22"] = parameters["v22"].view(-1, 1, 1)
-        prompt = classifier_tokens(
-            as_tensor(self.prompt_X_, device, dtype), as_tensor(self.prompt_y_, device), n_classes
+        width = 1 if n_classes == 2 else n_classes
+        prompt_length, n_features = self.prompt_X_.shape
+        products = (
+            min(self.batch_size, len(X)) * prompt_length * self.n_heads * (n_features + width)
         )
-        with torch.no_grad():
+        # the whole computation on the chosen threads: even the tensor set-up
+        # would otherwise wake torch's pool and leave it spinning
+        with torch.no_grad(), cpu_threads_for_step(device, products, backward=False):
+            dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+            parameters = {
+                name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)
+                for name in self._parameter_names()
+            }
+            if n_classes == 2:  # the paper's binary shapes -> full shapes (width 1)
+                parameters["u12"] = parameters["u12"].unsqueeze(1)
+                parameters["v21"] = parameters["v21"].unsqueeze(1)
+                parameters["v22"] = parameters["v22"].view(-1, 1, 1)
+            prompt = classifier_tokens(
+                as_tensor(self.prompt_X_, device, dtype),
+                as_tensor(self.prompt_y_, device),
+                n_classes,
+            )
             # the engine chunks by batch_size, reusing one scores buffer
             scores = classifier_scores(
                 parameters, as_tensor(X, device, dtype), prompt, None, self.batch_size
             )
-        return scores.cpu().numpy()
+            return scores.cpu().numpy()
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

@@ -18,11 +18,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
+from ._threads import cpu_threads_for_step
 from ._training import (
     Selection,
     TrainingSettings,
     checked_scale,
     fit_starts,
+    products_per_step,
     resolve_solver,
     rms_scale,
     to_data_units,
@@ -505,16 +507,20 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         )
         settings = TrainingSettings.of(self, "adam")
         settings.max_iter = -(-X.shape[0] // self.batch_size)  # one pass
-        new_history, _ = train(
-            loss_on,
-            trained,
-            X.shape[0],
-            settings,
-            random_state=random_state,
-            device=device,
-            resume=optimizer_state,
-            steps_done=steps_done,
+        products = products_per_step(
+            "adam", self.batch_size, X.shape[0], len(prompt_indices), self.n_heads, X.shape[1]
         )
+        with cpu_threads_for_step(device, products):
+            new_history, _ = train(
+                loss_on,
+                trained,
+                X.shape[0],
+                settings,
+                random_state=random_state,
+                device=device,
+                resume=optimizer_state,
+                steps_done=steps_done,
+            )
         history = np.concatenate([history, new_history * scale**2])
         parameters = to_data_units(trained, scale, self._SCALE_POWER)
         self._set_fitted(X, prompt_indices, parameters, noise_variance, history, device)
@@ -593,19 +599,23 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         objective = self._objective(
             X, y, noise_variance, prompt_indices, validation_rows, scale, device
         )
-        outcome = fit_starts(
-            starts,
-            reference,
-            lambda name, parameters: objective(parameters),
-            TrainingSettings.of(self, solver),
-            scale=scale,
-            powers=self._SCALE_POWER,
-            n_queries=n_queries,
-            validate=validation_rows is not None,
-            selection=_SELECTION,
-            random_state=random_state,
-            device=device,
+        products = products_per_step(
+            solver, self.batch_size, n_queries, len(prompt_indices), self.n_heads, X.shape[1]
         )
+        with cpu_threads_for_step(device, products):
+            outcome = fit_starts(
+                starts,
+                reference,
+                lambda name, parameters: objective(parameters),
+                TrainingSettings.of(self, solver),
+                scale=scale,
+                powers=self._SCALE_POWER,
+                n_queries=n_queries,
+                validate=validation_rows is not None,
+                selection=_SELECTION,
+                random_state=random_state,
+                device=device,
+            )
         outcome.history = outcome.history * scale**2  # per-entry loss in the data's units
         return outcome
 
@@ -693,12 +703,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
         parameters, prompt, queries = self._tensors(X, None)
         values = []
-        with torch.no_grad():
+        with torch.no_grad(), self._transform_threads(X, prompt):
             for start, stop in _chunks(len(X), self.batch_size):
                 chunk = queries[start:stop]
                 denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
                 values.append(stein_risk(denoised, chunk, divergence, xi2))
-        return torch.cat(values).cpu().numpy()
+            return torch.cat(values).cpu().numpy()
 
     def _stein_risks(self, X):
         return self.sure(X)
@@ -725,6 +735,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         prompt = as_tensor(self.prompt_ if prompt is None else prompt, device, dtype)
         return parameters, prompt, as_tensor(X, device, dtype)
 
+    def _transform_threads(self, X, prompt):
+        """torch's threads for chunks of ``batch_size`` queries over ``prompt``."""
+        chunk = min(self.batch_size, X.shape[0])
+        products = chunk * prompt.shape[0] * self.n_heads * X.shape[1]
+        return cpu_threads_for_step(prompt.device, products, backward=False)
+
     def _denoise(self, X, exclude=None, prompt=None):
         """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
         parameters, prompt, queries = self._tensors(X, prompt)
@@ -734,11 +750,11 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         # An engine that chunks by batch_size itself gets every query at once,
         # so it can reuse one scores buffer across its chunks.
         step = X.shape[0] if self._engine_chunks_queries else self.batch_size
-        with torch.no_grad():
+        with torch.no_grad(), self._transform_threads(X, prompt):
             for start, stop in _chunks(X.shape[0], step):
                 chunk_exclude = None if exclude is None else exclude[start:stop]
                 chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))
-        return torch.cat(chunks).cpu().numpy()
+            return torch.cat(chunks).cpu().numpy()
 
 
 def stein_risk(denoised, queries, divergence, noise_variance):

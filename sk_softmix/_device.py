@@ -34,6 +34,13 @@ def resolve_device(device: str) -> torch.device:
 
 
 def as_tensor(array: np.ndarray, device: torch.device, dtype=None) -> torch.Tensor:
-    """A tensor on ``device`` sharing memory with ``array`` where possible."""
-    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    """A tensor on ``device`` sharing memory with ``array`` where possible.
+
+    A read-only array (a pandas 3 frame's values, a joblib memory map) is
+    copied: torch has no read-only tensors and warns on sharing one.
+    """
+    array = np.ascontiguousarray(array)
+    if not array.flags.writeable:
+        array = array.copy()
+    tensor = torch.from_numpy(array)
     return tensor.to(device=device, dtype=dtype)

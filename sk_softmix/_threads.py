@@ -1,6 +1,18 @@
-"""Keeping torch's intra-op threads within a Dask worker thread's share of the CPUs.
+"""How many CPU threads torch may use: by the size of the work, and within limits.
 
-torch's CPU kernels run on an OpenMP pool whose size is a per-thread setting
+Two rules, both of which only ever lower torch's intra-op thread count.
+
+**By problem size.** torch's OpenMP threads spin between parallel regions,
+and one training step of a small problem is hundreds of small kernels: with
+two threads on two cores the CPU time doubles for a 1.3x faster step, and a
+second busy process turns the spinning into a 2-9x loss (measured on the
+attention forward and backward, ``benchmarks/threads.py``). Only steps of
+about 10**8 (query, token, head, feature) products, where a kernel outlasts
+the spin, gain from a second thread under load.
+:func:`cpu_threads_for_step` therefore runs a step on one thread per
+``PRODUCTS_PER_THREAD`` products, and on all available threads beyond.
+
+**Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a per-thread setting
 (``omp_set_num_threads``), read once from ``OMP_NUM_THREADS`` at import. The
 usual limits therefore already reach torch without any help:
 
@@ -22,9 +34,17 @@ never raises the current count.
 
 import os
 import sys
+from contextlib import contextmanager
 
 import torch
 from threadpoolctl import threadpool_limits
+
+# One intra-op thread per this many (query, token, head, feature) products in
+# one step. On 2 cores (benchmarks/threads.py): up to 3.4e7 products a second
+# thread gained at most 1.4x wall time for 1.4-2x the CPU time idle, and cost
+# 2.9-6.6x the CPU time next to a busy process; at 1.3e8 it gained 1.9x idle
+# for 1.04x the CPU time, and cost 1.45x under load.
+PRODUCTS_PER_THREAD = 2**26
 
 
 def _dask_worker_thread_budget() -> int | None:
@@ -61,3 +81,39 @@ def limit_threads_in_dask_worker() -> None:
         threadpool_limits(limits=budget, user_api="openmp")
     if torch.get_num_threads() > budget:  # a torch built without OpenMP
         torch.set_num_threads(budget)
+
+
+def threads_for(products: float, available: int) -> int:
+    """Threads that a step of ``products`` products pays for, at most ``available``."""
+    return max(1, min(available, int(products // PRODUCTS_PER_THREAD)))
+
+
+@contextmanager
+def cpu_threads_for_step(device: torch.device, products: float, backward: bool = True):
+    """Run the enclosed torch work on ``threads_for(products, available)`` threads.
+
+    ``products`` counts the (query, token, head, feature) products of one
+    step; ``backward=False`` for a forward pass alone (transform), which does
+    about a third of a training step's work per product.
+
+    ``available`` is torch's current count in the calling thread, which
+    already reflects ``OMP_NUM_THREADS``, ``threadpool_limits``, joblib's
+    and Dask's limits, so the count is only ever lowered, and restored on
+    exit. ``torch.set_num_threads`` rather than an OpenMP-only limit: it
+    also lowers MKL's count, which a ``torch.set_num_threads`` call of the
+    user's pins apart from OpenMP's. A no-op on a GPU.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    limit_threads_in_dask_worker()
+    available = torch.get_num_threads()
+    wanted = threads_for(products if backward else products / 3, available)
+    if wanted >= available:
+        yield
+        return
+    torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(available)

@@ -128,6 +128,18 @@ def resolve_solver(
     return "lbfgs" if products <= LBFGS_MAX_PRODUCTS else "adam"
 
 
+def products_per_step(
+    solver: str, batch_size: int, n_queries: int, prompt_length: int, n_heads: int, width: int
+) -> int:
+    """(query, token, head, feature) products of one training step of ``solver``.
+
+    The size by which ``cpu_threads_for_step`` chooses torch's threads: full
+    batch for L-BFGS and gradient descent, ``batch_size`` queries for Adam.
+    """
+    batch = n_queries if solver in ("lbfgs", "gd") else min(batch_size, n_queries)
+    return batch * prompt_length * n_heads * width
+
+
 def validation_split(
     n_samples: int,
     early_stopping,

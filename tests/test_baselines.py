@@ -356,3 +356,18 @@ def test_cross_val_score_with_mse_scoring(fig2_data):
     own = cross_val_score(_bayes(), Z, X, cv=3)  # the estimator's score method
     np.testing.assert_allclose(scores, own, rtol=1e-12)
     assert np.all(scores < 0)
+
+
+@pytest.mark.parametrize("n_features", [1, 4])
+def test_bayes_denoiser_without_means_is_the_wiener_filter(n_features):
+    # one component at the origin: E[X | Z] = gamma^2 / (gamma^2 + xi^2) z exactly
+    Z = np.random.default_rng(0).normal(size=(50, n_features))
+    denoiser = BayesDenoiser(covariance=3.0, noise_variance=1.0).fit(Z)
+    np.testing.assert_allclose(denoiser.transform(Z), 0.75 * Z, rtol=1e-12)
+    assert denoiser.means_.shape == (1, n_features)
+    # a full covariance: Gamma (Gamma + xi^2 I)^{-1} z
+    Gamma = np.diag(np.arange(1.0, n_features + 1))
+    full = BayesDenoiser(covariance=Gamma, noise_variance=1.0).fit(Z)
+    np.testing.assert_allclose(
+        full.transform(Z), Z @ (Gamma @ np.linalg.inv(Gamma + np.eye(n_features))).T, rtol=1e-12
+    )

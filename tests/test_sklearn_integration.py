@@ -1,5 +1,8 @@
 """Pipelines, clone, grid search and cross-validation with clean targets y."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -235,3 +238,21 @@ def test_grid_search_by_sure_picks_what_clean_targets_pick():
     assert risks[0] <= 1.02 * risks[1]
     # and the search did choose: one component (the best linear map) loses
     assert by_sure.best_params_["n_components"] > 1
+
+
+def test_read_only_input_raises_no_torch_warning():
+    # pandas 3 frames and joblib memory maps hand out read-only arrays; torch
+    # warns once per process on sharing one, so the check runs in a fresh one
+    code = (
+        "import numpy as np\n"
+        "from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser\n"
+        "X = np.random.default_rng(0).normal(size=(60, 3))\n"
+        "X.setflags(write=False)\n"
+        "y = np.arange(60) % 2\n"
+        "SoftmaxAttentionClassifier(max_iter=2).fit(X, y).predict_proba(X)\n"
+        "SoftmaxAttentionDenoiser(noise_variance=0.1, max_iter=2).fit(X).transform(X)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-W", "error:The given NumPy array is not writable", "-c", code],
+        check=True,
+    )

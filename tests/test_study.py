@@ -257,3 +257,18 @@ def test_interrupted_command_leaves_no_empty_report_directory(tmp_path, monkeypa
     existing.mkdir()
     assert main(["compare", "--quick", "--out", str(existing)]) == 130
     assert existing.exists()  # a directory the user made stays
+
+
+def test_torch_start_up_is_paid_before_the_first_fold_is_timed():
+    # torch.optim imports torch._dynamo (about 1.5 s) on the first optimiser
+    code = (
+        "import sys\n"
+        "from sk_softmix.study._runner import _warm_up\n"
+        "before = 'torch._dynamo' in sys.modules\n"
+        "seconds = _warm_up('cpu')\n"
+        "print(before, 'torch._dynamo' in sys.modules, seconds > 0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert out == ["False", "True", "True"]

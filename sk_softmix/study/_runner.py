@@ -19,6 +19,7 @@ import sklearn
 import torch
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
 
+from .._classifier import SoftmaxAttentionClassifier
 from .._device import resolve_device
 from ._estimators import classifiers, denoisers
 from ._report import add_relative_scores
@@ -139,6 +140,7 @@ def run_study(
     result = StudyResult()
     settings = {"quick": quick, "device": str(resolved), "random_state": random_state}
     units = _plan(result, settings, n_jobs, n_folds, n_synthetic, max_samples, tasks)
+    warm_up_seconds = _warm_up(resolved)
     seen_warnings: dict[str, int] = {}
     unit_seconds = {}
     with tqdm(total=len(units), desc="sk-softmix compare", disable=not progress) as bar:
@@ -159,8 +161,26 @@ def run_study(
     result.metadata = _metadata(settings, n_jobs, n_folds, n_synthetic, max_samples)
     result.metadata["warnings"] = seen_warnings
     result.metadata["unit_seconds"] = unit_seconds
+    result.metadata["warm_up_seconds"] = warm_up_seconds
     result.metadata["elapsed_seconds"] = time.perf_counter() - started
     return result
+
+
+def _warm_up(device) -> float:
+    """Seconds of one tiny fit and prediction, run before any fold is timed.
+
+    torch's one-off start-up (importing ``torch._dynamo`` on the first
+    optimiser, about 1.5 s; CUDA's context on a GPU) would otherwise land in
+    the first fold's fit time. Workers of ``n_jobs`` each still pay it once.
+    """
+    started = time.perf_counter()
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    labels = np.arange(20) % 2
+    model = SoftmaxAttentionClassifier(max_iter=2, device=str(device), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, labels).predict(X)
+    return time.perf_counter() - started
 
 
 def _subsample(task: Task, max_samples: int | None, random_state: int) -> Task:
