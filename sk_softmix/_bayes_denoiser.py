@@ -91,7 +91,7 @@ class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
 
     Notes
     -----
-    With ``S_k = Gamma_k + xi^2 I`` (SPEC.md section 4),
+    With ``S_k = Gamma_k + xi^2 I`` (Section 4 of the paper),
 
     ``E[X|Z=z] = sum_k beta_k(z) (m_k + Gamma_k S_k^{-1} (z - m_k))``,
     ``beta_k(z)`` proportional to ``pi_k N(z; m_k, S_k)``.

@@ -102,9 +102,10 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     init_ : str
         The start whose parameters were kept.
     history_ : ndarray of shape (`n_iter_`,)
-        Training loss of the kept run per iteration, per entry: the minibatch
-        mean squared error against ``y``, or its SURE estimate when trained
-        without ``y``.
+        Training loss of the kept run per iteration, per entry and in the
+        data's units (the square of ``X``'s, whatever scale training ran
+        at): the minibatch mean squared error against ``y``, or its SURE
+        estimate when trained without ``y``.
     n_iter_ : int
         Number of training iterations run, over every start trained (and
         over every ``partial_fit`` call).

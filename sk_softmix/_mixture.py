@@ -1,6 +1,6 @@
 """Gaussian-mixture algebra behind the Bayes and plug-in denoisers.
 
-Model (SPEC.md section 4): ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and the noisy
+Model (Section 4 of the paper): ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and the noisy
 observation is ``Z = X + N(0, xi^2 I)``. Given ``Z = z`` the component ``k``
 has posterior weight ``beta_k(z)`` proportional to ``pi_k N(z; m_k, S_k)``
 and, inside component ``k``, ``X`` is Gaussian with mean

@@ -151,9 +151,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         The start whose parameters were kept: ``"linear"`` when the linear
         start won the validation or training never ran.
     history_ : ndarray of shape (`n_iter_`,)
-        Training loss of the kept run per iteration, per entry: the minibatch
-        mean squared error against ``y``, or its SURE estimate when trained
-        without ``y``.
+        Training loss of the kept run per iteration, per entry and in the
+        data's units (the square of ``X``'s, whatever scale training ran
+        at): the minibatch mean squared error against ``y``, or its SURE
+        estimate when trained without ``y``.
     n_iter_ : int
         Number of training iterations run, over every start trained (and
         over every ``partial_fit`` call).
@@ -326,7 +327,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
 
     def _forward_and_divergence(self, parameters, queries, prompt, exclude):
         # Jacobian of f: A + sum_h V_h Cov_h U_h, Cov_h the attention-weighted
-        # covariance of the prompt (SPEC section 4), so div f is its trace.
+        # covariance of the prompt (Section 4 of the paper), so div f is its trace.
         U, V = parameters["U"], parameters["V"]
         transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
         mean, covariance = attention_covariance(transformed, prompt, exclude)

@@ -1,4 +1,4 @@
-"""Attention heads over a prompt of tokens (SPEC section 1).
+"""Attention heads over a prompt of tokens (the paper's eq. 1).
 
 A prompt is a set of tokens ``z_1..z_L`` in ``R^p``. A head has an interaction
 matrix ``U`` (p x p) and a value matrix ``V`` (q x p). For a query ``z``::
@@ -83,7 +83,7 @@ def softmax_attention(
 
     Notes
     -----
-    ``T(z) = sum_i softmax_i(z_i^T U z) V z_i`` (SPEC section 1; eq. 1 of
+    ``T(z) = sum_i softmax_i(z_i^T U z) V z_i`` (eq. 1 of
     Gabet, Boursier & Boyer, 2026, on the prompt's empirical measure). Memory
     is ``H * batch_size * L`` scores at a time, time
     ``O(n L p H)``.
@@ -278,7 +278,7 @@ def attention_mean(
     -----
     The Jacobian of the average with respect to the transformed query is the
     attention-weighted covariance of the prompt, ``Cov_a = sum_i a_i z_i z_i^T
-    - mean mean^T`` (SPEC section 4). For small ``p`` the ``"matmul"`` method
+    - mean mean^T`` (Section 4 of the paper). For small ``p`` the ``"matmul"`` method
     computes it in the forward pass and uses it as the backward, which costs
     far less than storing the ``(H, n, L)`` weights for autograd.
 

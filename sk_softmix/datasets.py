@@ -1,13 +1,31 @@
 """Samples from a Gaussian mixture and their noisy observations."""
 
 from numbers import Integral
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from ._mixture import check_mixture, check_noise_variance, covariance_sqrt
 
-__all__ = ["make_denoising_tasks", "make_gaussian_mixture", "make_lda"]
+__all__ = ["NoisyMixtureSample", "make_denoising_tasks", "make_gaussian_mixture", "make_lda"]
+
+
+class NoisyMixtureSample(NamedTuple):
+    """What ``make_gaussian_mixture`` returns: unpacks as ``noisy, clean, labels``.
+
+    The estimators call their input ``X``; here it is the *noisy* view.
+    Fit a denoiser as ``fit(sample.noisy, sample.clean)`` (supervised) or
+    ``fit(sample.noisy)`` (by SURE); the names make ``fit(clean, noisy)``
+    hard to write by accident.
+    """
+
+    noisy: np.ndarray
+    """Noisy observations ``Z = X + N(0, xi^2 I)``, shape (n_samples, n_features)."""
+    clean: np.ndarray
+    """Clean points ``X``, shape (n_samples, n_features)."""
+    labels: np.ndarray
+    """Component of each point, integers in ``[0, n_components)``."""
 
 
 def make_gaussian_mixture(
@@ -17,7 +35,7 @@ def make_gaussian_mixture(
     covariance=1.0,
     noise_variance: float = 1.0,
     random_state=None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> NoisyMixtureSample:
     """Draw clean points from a Gaussian mixture and observe them in noise.
 
     ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and ``Z = X + N(0, xi^2 I)``.
@@ -44,12 +62,16 @@ def make_gaussian_mixture(
 
     Returns
     -------
-    Z : ndarray of shape (n_samples, n_features)
-        Noisy observations.
-    X : ndarray of shape (n_samples, n_features)
-        Clean points.
-    labels : ndarray of shape (n_samples,)
-        Component of each point, integers in ``[0, n_components)``.
+    sample : NoisyMixtureSample
+        A named tuple, in this order:
+
+        noisy : ndarray of shape (n_samples, n_features)
+            Noisy observations ``Z``: what a denoiser's ``fit`` and
+            ``transform`` take as ``X``.
+        clean : ndarray of shape (n_samples, n_features)
+            Clean points ``X``: a denoiser's targets ``y``.
+        labels : ndarray of shape (n_samples,)
+            Component of each point, integers in ``[0, n_components)``.
 
     See Also
     --------
@@ -66,13 +88,14 @@ def make_gaussian_mixture(
     --------
     >>> import numpy as np
     >>> from sk_softmix.datasets import make_gaussian_mixture
-    >>> Z, X, labels = make_gaussian_mixture(
+    >>> sample = make_gaussian_mixture(
     ...     5, [[3.0, 0.0], [0.0, 3.0]], noise_variance=4.0, random_state=0
     ... )
-    >>> Z.shape, X.shape, labels.shape
+    >>> sample.noisy.shape, sample.clean.shape, sample.labels.shape
     ((5, 2), (5, 2), (5,))
 
-    ``Z - X`` is the noise, of variance ``xi^2``:
+    It unpacks in the order ``noisy, clean, labels``; ``Z - X`` is the
+    noise, of variance ``xi^2``:
 
     >>> Z, X, labels = make_gaussian_mixture(
     ...     20_000, [[3.0, 0.0], [0.0, 3.0]], noise_variance=4.0, random_state=0
@@ -97,7 +120,7 @@ def make_gaussian_mixture(
         # (n_k, p) @ (p, p) -> (n_k, p)
         X[rows] = means[k] + X[rows] @ roots[k]  # roots are symmetric
     Z = X + np.sqrt(xi2) * rng.standard_normal(X.shape)
-    return Z, X, labels
+    return NoisyMixtureSample(noisy=Z, clean=X, labels=labels)
 
 
 def make_lda(
@@ -107,7 +130,7 @@ def make_lda(
     covariance=1.0,
     random_state=None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Draw a two-class sample of the LDA model (SPEC section 3).
+    """Draw a two-class sample of the LDA model (the paper's eq. 4).
 
     ``P(y = 1) = prior`` and ``x | y = c ~ N(m_c, Gamma)``, labels in {-1, +1}.
 

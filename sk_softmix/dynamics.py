@@ -1,4 +1,4 @@
-"""Iterating a denoiser: the clustering transition at lambda = 1 (SPEC section 5).
+"""Iterating a denoiser: the clustering transition at lambda = 1 (Proposition 4.3 of the paper).
 
 For two equal-weight components ``N(m_k, gamma^2 I)`` observed with noise
 ``N(0, xi^2 I)``, write ``c = (m_1 + m_2)/2`` and ``h = (m_1 - m_2)/2``. Along

@@ -1,4 +1,4 @@
-"""One softmax head on an LDA population: effective coordinates (SPEC section 3).
+"""One softmax head on an LDA population: effective coordinates (Section 3 of the paper).
 
 Labels ``y`` in {-1, +1}, ``P(y = 1) = pi_+``, ``x | y = c ~ N(m_c, Gamma)``.
 Tokens are ``(x_i, y_i)``, the query is ``(x, 0)`` and the prediction is the

@@ -1,4 +1,4 @@
-"""Softmax attention on a whole Gaussian mixture: the large-prompt limit (SPEC 2).
+"""Softmax attention on a whole Gaussian mixture: the large-prompt limit (Proposition 2.1).
 
 For tokens drawn from ``mu = sum_k pi_k N(m_k, Gamma_k)``, a softmax head is a
 softmax-gated mixture of affine experts::

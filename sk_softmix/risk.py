@@ -1,4 +1,4 @@
-"""Risks of denoisers on a known Gaussian mixture (SPEC.md section 6).
+"""Risks of denoisers on a known Gaussian mixture (Section 4 and Theorem 4.1 of the paper).
 
 All risks are per entry, ``E||f(Z) - X||^2 / p``, the quantity that
 ``sklearn.metrics.mean_squared_error`` estimates on 2-D arrays, for
@@ -294,7 +294,7 @@ def best_linear_risk(means, weights=None, covariance=1.0, noise_variance: float 
 
     Notes
     -----
-    The minimiser is ``M = R_X (R_X + xi^2 I)^{-1}``. SPEC.md section 4: no
+    The minimiser is ``M = R_X (R_X + xi^2 I)^{-1}``. Theorem 4.1 of the paper: no
     linear attention predictor, however deep, does better than this.
 
     References
@@ -353,7 +353,7 @@ def best_affine_risk(means, weights=None, covariance=1.0, noise_variance: float 
 
     Notes
     -----
-    SPEC.md section 6. The minimiser is the Wiener filter of the mixture seen
+    The minimiser is the Wiener filter of the mixture seen
     as one Gaussian, ``mbar + C (C + xi^2 I)^{-1} (z - mbar)``.
 
     References

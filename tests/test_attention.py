@@ -1,4 +1,4 @@
-"""The attention engine against a direct NumPy computation of SPEC section 1."""
+"""The attention engine against a direct NumPy computation of eq. 1 of the paper."""
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ N_QUERIES, PROMPT_LENGTH, N_FEATURES, N_HEADS, OUT_FEATURES = 9, 40, 3, 2, 4
 
 
 def numpy_softmax_heads(queries, prompt, U, V, exclude=None):
-    """SPEC 1 term by term: sum_i softmax_i(z_i^T U z) V z_i, one query at a time."""
+    """The paper's eq. 1 term by term: sum_i softmax_i(z_i^T U z) V z_i, one query at a time."""
     out = np.zeros((U.shape[0], len(queries), V.shape[1]))
     for h in range(U.shape[0]):
         for a, z in enumerate(queries):
@@ -33,7 +33,7 @@ def numpy_softmax_heads(queries, prompt, U, V, exclude=None):
 
 
 def numpy_linear_heads(queries, prompt, U, V, exclude=None):
-    """SPEC 1 term by term: (1/L) sum_i (z_i^T U z) V z_i over the kept tokens."""
+    """The paper's eq. 1 term by term: (1/L) sum_i (z_i^T U z) V z_i over the kept tokens."""
     out = np.zeros((U.shape[0], len(queries), V.shape[1]))
     for h in range(U.shape[0]):
         for a, z in enumerate(queries):
@@ -237,7 +237,7 @@ def test_bad_shapes_raise_clear_errors(problem):
 
 
 def test_residual_heads_with_the_in_context_output_map_are_one_head_plus_a_skip(problem):
-    """SPEC 4: residual heads, U_2 = V_2 = 0, W_out = (I, -2c I) give (1 - 2c) z + T_1(z)."""
+    """Section 4: residual heads, U_2 = V_2 = 0, W_out = (I, -2c I) give (1 - 2c) z + T_1(z)."""
     t = as_torch(problem)
     p, c = N_FEATURES, 0.8
     U = torch.stack([t["U"][0], torch.zeros(p, p, dtype=torch.float64)])

@@ -347,3 +347,21 @@ def test_verbose_reports_training_progress(capsys):
     assert "against the untrained 'linear' start (validation)" in lines[-2]
     assert lines[-2].startswith("[SoftmaxAttentionDenoiser] start 'bayes'")
     assert lines[-1].startswith("[SoftmaxAttentionDenoiser] kept ")
+
+
+@pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
+@pytest.mark.parametrize("supervised", [True, False])
+def test_history_is_in_the_data_units(Estimator, supervised):
+    # every estimator is scale-equivariant: data 10x larger give a loss 100x
+    # larger at every iteration, whatever scale training runs at internally
+    Z, X, _ = make_gaussian_mixture(
+        300, [[3.0, 0.0], [0.0, 3.0]], noise_variance=4.0, random_state=0
+    )
+    settings = dict(max_iter=4, init="linear", early_stopping=False, random_state=0)
+    small = Estimator(noise_variance=4.0, **settings).fit(Z, X if supervised else None)
+    large = Estimator(noise_variance=400.0, **settings).fit(10 * Z, 10 * X if supervised else None)
+    np.testing.assert_allclose(large.history_, 100 * small.history_, rtol=1e-4)
+    # partial_fit reports its passes in the same units
+    small.partial_fit(Z, X if supervised else None)
+    large.partial_fit(10 * Z, 10 * X if supervised else None)
+    np.testing.assert_allclose(large.history_, 100 * small.history_, rtol=1e-4)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import InvalidParameterError
@@ -371,3 +371,13 @@ def test_bayes_denoiser_without_means_is_the_wiener_filter(n_features):
     np.testing.assert_allclose(
         full.transform(Z), Z @ (Gamma @ np.linalg.inv(Gamma + np.eye(n_features))).T, rtol=1e-12
     )
+
+
+def test_gmm_denoiser_tolerance_is_per_entry_and_running_out_warns(fig2_data):
+    Z = fig2_data[0]
+    wide = np.hstack([Z, Z[::-1], Z[::-1] * 0.5])  # 6 features
+    for data in (Z, wide):
+        fitted = GaussianMixtureDenoiser(noise_variance=4.0, random_state=0).fit(data)
+        assert fitted.gmm_.tol == pytest.approx(1e-5 * data.shape[1])
+    with pytest.warns(ConvergenceWarning):
+        GaussianMixtureDenoiser(noise_variance=4.0, max_iter=1, random_state=0).fit(Z)

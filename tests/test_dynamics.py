@@ -1,4 +1,4 @@
-"""The iterated Bayes denoiser and its clustering transition (SPEC section 5)."""
+"""The iterated Bayes denoiser and its clustering transition (Proposition 4.3 of the paper)."""
 
 import numpy as np
 import pytest

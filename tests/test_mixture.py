@@ -173,7 +173,7 @@ def test_posterior_mean_matches_1d_numerical_integration():
 
 
 def test_posterior_mean_shared_covariance_closed_form():
-    """SPEC section 4: f*(z) = Gamma S^-1 z + xi^2 S^-1 sum_k beta_k m_k."""
+    """Section 4 of the paper: f*(z) = Gamma S^-1 z + xi^2 S^-1 sum_k beta_k m_k."""
     rng = np.random.default_rng(3)
     K, p, xi2 = 4, 3, 0.6
     means = 2 * rng.standard_normal((K, p))
@@ -197,7 +197,7 @@ def test_posterior_mean_shared_covariance_closed_form():
 
 
 def test_posterior_mean_two_component_isotropic_form():
-    """SPEC section 4, Gamma = gamma^2 I and ||m_1|| = ||m_2||."""
+    """Section 4 of the paper, Gamma = gamma^2 I and ||m_1|| = ||m_2||."""
     gamma2, xi2 = 1.0, 4.0
     means = np.array([[3.0, 0.0], [0.0, 3.0]])
     weights = np.array([0.3, 0.7])

@@ -1,4 +1,4 @@
-"""Large-prompt limit (SPEC section 2) and the exact constructions (SPEC section 4)."""
+"""Large-prompt limit (Proposition 2.1) and the exact constructions (Section 4 of the paper)."""
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from sk_softmix.population import population_softmax_attention
 
 
 def shared_covariance_identity(queries, means, weights, covariance, U, V):
-    """SPEC 2 with a shared covariance: V Gamma U z + V sum_k alpha_k m_k."""
+    """Proposition 2.1 of the paper with a shared covariance: V Gamma U z + V sum_k alpha_k m_k."""
     gate = softmax(np.log(weights) + queries @ U.T @ means.T, axis=1)  # (n, K)
     return (queries @ U.T @ covariance.T + gate @ means) @ V.T
 
