@@ -8,7 +8,8 @@ before is what transform added. The ``ru_maxrss`` high-water mark's
 difference is also recorded, but it has read 0 even where sampling saw
 hundreds of MiB added, so sampling is the measure.
 
-The bound is one chunk of scores, ``n_heads x batch_size x L x 4`` bytes,
+The bound is one chunk of scores, ``n_heads x chunk x L x 4`` bytes (``chunk``
+queries: ``transform_batch_size``, by default about ``2**24 / (n_heads L)``),
 plus ``O(L p)`` for copies of the prompt and ``O(n p)`` for the queries and
 the output: per-head outputs, their concatenation, the combined heads and a
 tensor view of the input, counted as ``IO_COPIES`` float32 copies of
@@ -25,6 +26,7 @@ import numpy as np
 from common import PEAK_SAMPLER_SOURCE, print_table
 
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionDenoiser
+from sk_softmix.attention import queries_per_chunk
 from sk_softmix.datasets import make_gaussian_mixture
 
 IO_COPIES = 6
@@ -88,7 +90,8 @@ def run(quick, device):
             with open(model_path, "wb") as handle:
                 pickle.dump(estimator.fit(Z), handle)
             heads = estimator.n_heads if name.startswith("softmax") else 0
-            scores = heads * estimator.batch_size * prompt_length * 4
+            chunk = queries_per_chunk(estimator.transform_batch_size, max(heads, 1), prompt_length)
+            scores = heads * chunk * prompt_length * 4
             bound = (scores + 4 * prompt_length * p * 4) / 2**20
             for size in sizes:
                 sampled, maxrss = _probe(model_path, prompt_path, size)
@@ -101,7 +104,7 @@ def run(quick, device):
                         "entry": name,
                         "n_queries": size,
                         "prompt_length": prompt_length,
-                        "batch_size": estimator.batch_size,
+                        "queries_per_chunk": chunk,
                         "peak_extra_mib": sampled,
                         "maxrss_delta_mib": maxrss,
                         "peak_extra_mib_fixed_mmap_threshold": fixed,

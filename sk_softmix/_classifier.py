@@ -34,7 +34,7 @@ from ._validation import (
     unchanged_on_error,
     unstandardised_features,
 )
-from .attention import softmax_attention
+from .attention import queries_per_chunk, softmax_attention
 from .lda import (
     class_statistics,
     effective_coordinates,
@@ -175,8 +175,12 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         Checks (of 10 iterations each) without improvement that stop Adam and
         gradient descent.
     batch_size : int, default=256
-        Training queries per Adam step, and queries evaluated at once by the
-        prediction methods.
+        Training queries per Adam step (L-BFGS takes every training query).
+    transform_batch_size : int, default=None
+        Queries evaluated at once by the prediction methods (memory
+        ``n_heads * transform_batch_size * L`` scores). ``None``: as many as
+        fill about 2**24 scores (64 MiB in float32) whatever the prompt
+        length ``L``.
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -338,6 +342,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left"), None],
         "n_iter_no_change": [Count(1)],
         "batch_size": [Count(1)],
+        "transform_batch_size": [Count(1), None],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -359,6 +364,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         tol=None,
         n_iter_no_change=5,
         batch_size=256,
+        transform_batch_size=None,
         device="auto",
         random_state=None,
         verbose=0,
@@ -376,6 +382,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
+        self.transform_batch_size = transform_batch_size
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -810,9 +817,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         n_classes = len(self.classes_)
         width = 1 if n_classes == 2 else n_classes
         prompt_length, n_features = self.prompt_X_.shape
-        products = (
-            min(self.batch_size, len(X)) * prompt_length * self.n_heads * (n_features + width)
-        )
+        chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, prompt_length)
+        products = min(chunk, len(X)) * prompt_length * self.n_heads * (n_features + width)
         # the whole computation on the chosen threads: even the tensor set-up
         # would otherwise wake torch's pool and leave it spinning
         with torch.no_grad(), cpu_threads_for_step(device, products, backward=False):
@@ -830,10 +836,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 as_tensor(self.prompt_y_, device),
                 n_classes,
             )
-            # the engine chunks by batch_size, reusing one scores buffer
-            scores = classifier_scores(
-                parameters, as_tensor(X, device, dtype), prompt, None, self.batch_size
-            )
+            # the engine chunks the queries, reusing one scores buffer
+            scores = classifier_scores(parameters, as_tensor(X, device, dtype), prompt, None, chunk)
             return scores.cpu().numpy()
 
     def _parameter_names(self):

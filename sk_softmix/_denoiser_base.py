@@ -45,6 +45,7 @@ from ._validation import (
     unchanged_on_error,
     warn_if_misspecified,
 )
+from .attention import queries_per_chunk
 
 # A trained start replaces the linear start when it validates better at all
 # (squared errors or SURE have light tails, and SURE's per-point noise is large:
@@ -78,6 +79,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left"), None],
         "n_iter_no_change": [Count(1)],
         "batch_size": [Count(1)],
+        "transform_batch_size": [Count(1), None],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -92,7 +94,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     # continue a fit after one of them changes.
     _ARCHITECTURE = ("n_heads", "residual")
 
-    # Whether ``_forward`` evaluates ``batch_size`` queries at a time by itself.
+    # Whether ``_forward`` evaluates ``_transform_chunk`` queries at a time by itself.
     _engine_chunks_queries = False
 
     # The start partial_fit takes with init="auto": meta-training over tasks
@@ -640,8 +642,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         -----
         Every query attends over the whole prompt, including a copy of itself
         if it is in the prompt; :meth:`fit_transform` leaves each training
-        point out of its own prompt instead. Memory: ``batch_size`` queries
-        at a time.
+        point out of its own prompt instead. Memory: ``transform_batch_size``
+        queries at a time (by default, a block of about 2**24 scores).
 
         Examples
         --------
@@ -704,7 +706,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         parameters, prompt, queries = self._tensors(X, None)
         values = []
         with torch.no_grad(), self._transform_threads(X, prompt):
-            for start, stop in _chunks(len(X), self.batch_size):
+            size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
+            for start, stop in _chunks(len(X), size):
                 chunk = queries[start:stop]
                 denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
                 values.append(stein_risk(denoised, chunk, divergence, xi2))
@@ -735,21 +738,33 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         prompt = as_tensor(self.prompt_ if prompt is None else prompt, device, dtype)
         return parameters, prompt, as_tensor(X, device, dtype)
 
+    def _transform_chunk(self, prompt_length, n_features, divergence=False):
+        """Queries evaluated at once after training: ``transform_batch_size``,
+        or as many as keep one block of about 2**24 floats per chunk (the
+        scores, and with ``divergence`` the weighted covariances, ``p x p``
+        per query and head)."""
+        per_query = self.n_heads * (prompt_length + (n_features**2 if divergence else 0))
+        return queries_per_chunk(self.transform_batch_size, 1, per_query)
+
     def _transform_threads(self, X, prompt):
-        """torch's threads for chunks of ``batch_size`` queries over ``prompt``."""
-        chunk = min(self.batch_size, X.shape[0])
+        """torch's threads for the transform chunks of queries over ``prompt``."""
+        chunk = min(self._transform_chunk(prompt.shape[0], X.shape[1]), X.shape[0])
         products = chunk * prompt.shape[0] * self.n_heads * X.shape[1]
         return cpu_threads_for_step(prompt.device, products, backward=False)
 
     def _denoise(self, X, exclude=None, prompt=None):
-        """Forward pass in chunks of ``batch_size`` queries, in the dtype of ``X``."""
+        """Forward pass in chunks of queries (``_transform_chunk``), in the dtype of ``X``."""
         parameters, prompt, queries = self._tensors(X, prompt)
         if exclude is not None:
             exclude = as_tensor(exclude, queries.device)
         chunks = []
-        # An engine that chunks by batch_size itself gets every query at once,
-        # so it can reuse one scores buffer across its chunks.
-        step = X.shape[0] if self._engine_chunks_queries else self.batch_size
+        # An engine that chunks queries itself gets every query at once, so
+        # it can reuse one scores buffer across its chunks.
+        step = (
+            X.shape[0]
+            if self._engine_chunks_queries
+            else self._transform_chunk(prompt.shape[0], X.shape[1])
+        )
         with torch.no_grad(), self._transform_threads(X, prompt):
             for start, stop in _chunks(X.shape[0], step):
                 chunk_exclude = None if exclude is None else exclude[start:stop]

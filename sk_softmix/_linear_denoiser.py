@@ -6,7 +6,12 @@ import torch
 from ._denoiser_base import AttentionDenoiserBase
 from ._training import rms_scale
 from ._validation import Count
-from .attention import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
+from .attention import (
+    _one_layer_trace,
+    queries_per_chunk,
+    stacked_linear_attention,
+    stacked_linear_maps,
+)
 from .constructions import best_linear_map
 
 
@@ -78,8 +83,12 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         Blocks of 10 iterations without an improvement of ``tol`` that stop
         training; used only with ``tol``.
     batch_size : int, default=1024
-        Training queries per iteration, and queries evaluated at once by
-        ``transform``.
+        Training queries per Adam step (L-BFGS takes every training query).
+    transform_batch_size : int, default=None
+        Queries evaluated at once by ``transform``, ``fit_transform``,
+        ``score`` and ``sure``. ``None``: as many as keep about 2**24 floats
+        of the ``p x p`` maps that leaving points out of their prompt forms
+        (one per query, head and layer).
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -196,6 +205,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         tol=None,
         n_iter_no_change=5,
         batch_size=1024,
+        transform_batch_size=None,
         device="auto",
         random_state=None,
         verbose=0,
@@ -214,12 +224,19 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
+        self.transform_batch_size = transform_batch_size
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
     def _parameter_names(self):
         return ("U", "V")
+
+    def _transform_chunk(self, prompt_length, n_features, divergence=False):
+        # a linear stack forms no scores; leaving points out of the prompt
+        # (fit_transform) it holds one p x p map per query, head and layer
+        per_query = self.n_layers * self.n_heads * n_features**2
+        return queries_per_chunk(self.transform_batch_size, 1, per_query)
 
     def _denoise(self, X, exclude=None, prompt=None):
         # The stack's map multiplies U (about 1/|X|^2) by the prompt's second

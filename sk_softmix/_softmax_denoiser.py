@@ -122,8 +122,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         Blocks of 10 iterations without an improvement of ``tol`` that stop
         training; used only with ``tol``.
     batch_size : int, default=256
-        Training queries per iteration, and queries evaluated at once by
-        ``transform`` (memory ``n_heads * batch_size * L`` scores).
+        Training queries per Adam step (L-BFGS takes every training query).
+    transform_batch_size : int, default=None
+        Queries evaluated at once by ``transform``, ``fit_transform``,
+        ``score`` and ``sure`` (memory ``n_heads * transform_batch_size * L``
+        scores). ``None``: as many as fill about 2**24 scores (64 MiB in
+        float32) whatever the prompt length ``L``, fewer for ``sure``, which
+        also holds a ``p x p`` covariance per query and head.
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -218,7 +223,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     exact symmetry: ``U`` scales by the inverse square), with each training
     query left out of its own prompt. ``transform`` costs
     ``O(n_queries L n_features n_heads)`` and holds at most
-    ``n_heads * batch_size * L`` scores at once; it computes in the dtype of
+    ``n_heads * transform_batch_size * L`` scores at once; it computes in the dtype of
     its input. Training holds about three such blocks per minibatch (the
     scores, their exponentials and their gradient; 1.2 GB measured for
     200,000 points of 10 features with 2 heads) and, per query and head, the
@@ -287,6 +292,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         tol=None,
         n_iter_no_change=5,
         batch_size=256,
+        transform_batch_size=None,
         device="auto",
         random_state=None,
         verbose=0,
@@ -305,6 +311,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
+        self.transform_batch_size = transform_batch_size
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -321,7 +328,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             parameters["U"],
             parameters["V"],
             exclude=exclude,
-            batch_size=self.batch_size,
+            batch_size=self._transform_chunk(prompt.shape[0], queries.shape[1]),
         )
         return combine_heads(heads, queries, skip=parameters.get("skip"))
 

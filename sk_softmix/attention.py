@@ -140,7 +140,7 @@ def softmax_attention(
         method = "matmul"  # SDPA scores in the input dtype would overflow to NaN
     if method == "reference":
         batch_size = queries.shape[0]
-    step = _chunk_size(batch_size, U.shape[0], prompt.shape[0])
+    step = queries_per_chunk(batch_size, U.shape[0], prompt.shape[0])
 
     outputs = []
     for start in range(0, queries.shape[0], step):
@@ -580,7 +580,13 @@ def _check_prompt(queries, prompt, exclude):
             raise ValueError("A query cannot leave out the only token of its prompt.")
 
 
-def _chunk_size(batch_size, n_heads, prompt_length):
+def queries_per_chunk(batch_size, n_heads, prompt_length):
+    """``batch_size``, or the queries whose scores fill about 2**24 entries.
+
+    With ``batch_size=None`` a chunk holds ``n_heads * chunk * prompt_length``
+    scores of at most ``_DEFAULT_CHUNK_ENTRIES`` (64 MiB in float32),
+    whatever the prompt's length.
+    """
     if batch_size is not None:
         return max(1, int(batch_size))
     return max(1, _DEFAULT_CHUNK_ENTRIES // (n_heads * prompt_length))

@@ -209,7 +209,7 @@ def test_results_do_not_depend_on_the_chunk_size(Estimator):
     fitted = Estimator(init="random", max_iter=3, random_state=0).fit(Z, X)
     reference = fitted.transform(Z)
     for batch_size in (1, 7, 1000):
-        fitted.set_params(batch_size=batch_size)
+        fitted.set_params(transform_batch_size=batch_size)
         np.testing.assert_allclose(fitted.transform(Z), reference, rtol=1e-12, atol=1e-12)
 
 

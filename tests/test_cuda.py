@@ -120,7 +120,7 @@ def test_classifier_scores_do_not_depend_on_the_chunk_size():
     clf = SoftmaxAttentionClassifier(max_iter=20, device="cpu", random_state=0).fit(X, y)
     reference = clf.decision_function(X)
     for batch_size in (1, 7, 10_000):
-        clf.set_params(batch_size=batch_size)
+        clf.set_params(transform_batch_size=batch_size)
         np.testing.assert_allclose(clf.decision_function(X), reference, rtol=1e-12, atol=1e-12)
 
 

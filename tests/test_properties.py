@@ -111,7 +111,7 @@ def test_softmax_attention_independent_of_batch_size(problem, batch_size, use_ex
 @pytest.fixture(scope="module")
 def fitted_softmax_denoiser():
     means = np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
-    X, Z, _ = make_gaussian_mixture(80, means, noise_variance=1.0, random_state=0)
+    Z, X, _ = make_gaussian_mixture(80, means, noise_variance=1.0, random_state=0)
     denoiser = SoftmaxAttentionDenoiser(
         max_iter=2, batch_size=16, noise_variance=1.0, device="cpu", random_state=0
     )
@@ -121,15 +121,15 @@ def fitted_softmax_denoiser():
 @settings(PROPERTY_SETTINGS, max_examples=10)
 @given(batch_size=st.integers(1, 100))
 def test_softmax_denoiser_transform_independent_of_batch_size(fitted_softmax_denoiser, batch_size):
-    """``transform`` gives the same output whatever ``batch_size`` (float64 data)."""
+    """``transform`` gives the same output whatever its chunk size (float64 data)."""
     denoiser, Z = fitted_softmax_denoiser
     expected = denoiser.transform(Z)
-    original = denoiser.batch_size
+    original = denoiser.transform_batch_size
     try:
-        denoiser.set_params(batch_size=batch_size)
+        denoiser.set_params(transform_batch_size=batch_size)
         got = denoiser.transform(Z)
     finally:
-        denoiser.set_params(batch_size=original)
+        denoiser.set_params(transform_batch_size=original)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 

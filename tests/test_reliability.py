@@ -89,9 +89,10 @@ def test_concurrent_predictions_equal_sequential_ones(estimator):
 
 @pytest.mark.slow
 def test_a_million_queries_stream_in_chunks(monkeypatch):
-    """transform never holds more than batch_size x L scores at once."""
+    """transform never holds more than transform_batch_size x L scores at once."""
     Z, X, _ = make_gaussian_mixture(500, **FIGURE_2, random_state=0)
-    denoiser = SoftmaxAttentionDenoiser(max_iter=0, batch_size=4_096, device="cpu").fit(Z, X)
+    denoiser = SoftmaxAttentionDenoiser(max_iter=0, transform_batch_size=4_096, device="cpu")
+    denoiser.fit(Z, X)
     queries = np.random.default_rng(1).normal(size=(1_000_000, 2)).astype(np.float32) * 3
     largest = []
     scores_of = attention_module._scores
@@ -107,3 +108,23 @@ def test_a_million_queries_stream_in_chunks(monkeypatch):
     # the streamed result equals a direct evaluation of a slice
     monkeypatch.undo()
     np.testing.assert_allclose(denoiser.transform(queries[-1_000:]), denoised[-1_000:], rtol=1e-6)
+
+
+def test_a_small_training_minibatch_leaves_transform_in_large_chunks(monkeypatch):
+    # batch_size is the training minibatch only: transform's chunk is
+    # transform_batch_size, by default as many queries as fill 2**24 scores
+    Z, X, _ = make_gaussian_mixture(500, **FIGURE_2, random_state=0)
+    denoiser = SoftmaxAttentionDenoiser(max_iter=2, batch_size=8, device="cpu", random_state=0)
+    denoiser.fit(Z, X)
+    queries = np.random.default_rng(1).normal(size=(20_000, 2))
+    sizes = []
+    scores_of = attention_module._scores
+
+    def recording(transformed, *args, **kwargs):
+        sizes.append(transformed.shape[1])  # (H, queries in the chunk, p)
+        return scores_of(transformed, *args, **kwargs)
+
+    monkeypatch.setattr(attention_module, "_scores", recording)
+    denoiser.transform(queries)
+    per_chunk = 2**24 // (denoiser.n_heads * len(denoiser.prompt_))
+    assert sizes == [per_chunk] * (20_000 // per_chunk) + [20_000 % per_chunk]
