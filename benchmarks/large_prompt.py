@@ -5,9 +5,10 @@ default ``transform_batch_size``: about 2**24 scores per chunk) denoises
 100,000 queries by attending over a prompt of 1,000,000 tokens. It runs in a
 fresh subprocess that samples its resident set size while ``transform``
 runs, so the peak extra memory can be set against the bound of one chunk of
-scores plus the prompt. The reference, timed in the same subprocess, is the same estimator on 10,000 queries over
-10,000 tokens: the ratio of the two throughputs (query-token pairs per
-second) shows whether the large shape runs at the small one's speed.
+scores plus the prompt. The reference, timed in the same subprocess, is the
+same estimator on 10,000 queries over 10,000 tokens: the ratio of the two
+throughputs (query-token pairs per second) shows whether the large shape
+runs at the small one's speed.
 ``--quick`` scales the large shape down to 10,000 queries over 100,000 tokens.
 """
 
