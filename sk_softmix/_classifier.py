@@ -22,7 +22,6 @@ from ._training import (
     TrainingSettings,
     checked_scale,
     fit_starts,
-    products_per_step,
     resolve_solver,
     rms_scale,
     validation_split,
@@ -782,28 +781,19 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
 
             return loss_on, validation_losses if validation_rows is not None else None
 
-        products = products_per_step(
-            solver,
-            self.batch_size,
-            len(train_rows),
-            len(prompt_indices),
-            self.n_heads,
-            prompt.shape[1],
+        outcome = fit_starts(
+            starts,
+            reference,
+            objective,
+            settings,
+            scale=scale,
+            powers=_SCALE_POWER,
+            n_queries=len(train_rows),
+            validate=validation_rows is not None,
+            selection=_SELECTION,
+            random_state=random_state,
+            device=device,
         )
-        with cpu_threads_for_step(device, products):
-            outcome = fit_starts(
-                starts,
-                reference,
-                objective,
-                settings,
-                scale=scale,
-                powers=_SCALE_POWER,
-                n_queries=len(train_rows),
-                validate=validation_rows is not None,
-                selection=_SELECTION,
-                random_state=random_state,
-                device=device,
-            )
         history = {"loss": outcome.history}
         if binary and outcome.trained and snapshots.get(outcome.start):
             statistics = class_statistics(

@@ -24,12 +24,12 @@ from ._training import (
     TrainingSettings,
     checked_scale,
     fit_starts,
-    products_per_step,
     resolve_solver,
     rms_scale,
     to_data_units,
     to_training_units,
     train,
+    training_threads,
     validation_split,
 )
 from ._validation import (
@@ -509,10 +509,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         )
         settings = TrainingSettings.of(self, "adam")
         settings.max_iter = -(-X.shape[0] // self.batch_size)  # one pass
-        products = products_per_step(
-            "adam", self.batch_size, X.shape[0], len(prompt_indices), self.n_heads, X.shape[1]
-        )
-        with cpu_threads_for_step(device, products):
+        with training_threads(loss_on, X.shape[0], settings, device):
             new_history, _ = train(
                 loss_on,
                 trained,
@@ -601,23 +598,19 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         objective = self._objective(
             X, y, noise_variance, prompt_indices, validation_rows, scale, device
         )
-        products = products_per_step(
-            solver, self.batch_size, n_queries, len(prompt_indices), self.n_heads, X.shape[1]
+        outcome = fit_starts(
+            starts,
+            reference,
+            lambda name, parameters: objective(parameters),
+            TrainingSettings.of(self, solver),
+            scale=scale,
+            powers=self._SCALE_POWER,
+            n_queries=n_queries,
+            validate=validation_rows is not None,
+            selection=_SELECTION,
+            random_state=random_state,
+            device=device,
         )
-        with cpu_threads_for_step(device, products):
-            outcome = fit_starts(
-                starts,
-                reference,
-                lambda name, parameters: objective(parameters),
-                TrainingSettings.of(self, solver),
-                scale=scale,
-                powers=self._SCALE_POWER,
-                n_queries=n_queries,
-                validate=validation_rows is not None,
-                selection=_SELECTION,
-                random_state=random_state,
-                device=device,
-            )
         outcome.history = outcome.history * scale**2  # per-entry loss in the data's units
         return outcome
 

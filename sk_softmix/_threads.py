@@ -7,13 +7,16 @@ and one training step of a small problem is hundreds of small kernels: with
 two threads on two cores the CPU time doubles for a 1.3x faster step, and a
 second busy process turns the spinning into a 2-9x loss (measured on the
 attention forward and backward, ``benchmarks/threads.py``). Only steps of
-about 10**8 (query, token, head, feature) products, where a kernel outlasts
-the spin, gain from a second thread under load.
-:func:`cpu_threads_for_step` therefore runs a step on one thread per
-``PRODUCTS_PER_THREAD`` products, and on all available threads beyond.
+some 30 ms, where a kernel outlasts the spin, gain from a second thread
+under load. Training (:func:`cpu_threads_for_training`) times one forward
+pass on one thread and takes one thread per ``FORWARD_SECONDS_PER_THREAD``
+of it; prediction (:func:`cpu_threads_for_step`), too short to time first,
+takes one thread per ``PRODUCTS_PER_THREAD`` (query, token, head, feature)
+products of a chunk.
 
-**Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a per-thread setting
-(``omp_set_num_threads``), read once from ``OMP_NUM_THREADS`` at import. The
+**Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a
+per-thread setting (``omp_set_num_threads``), read once from
+``OMP_NUM_THREADS`` at import. The
 usual limits therefore already reach torch without any help:
 
 - joblib's loky workers are fresh processes started with ``OMP_NUM_THREADS``
@@ -34,6 +37,7 @@ never raises the current count.
 
 import os
 import sys
+import time
 from contextlib import contextmanager
 
 import torch
@@ -45,6 +49,14 @@ from threadpoolctl import threadpool_limits
 # 2.9-6.6x the CPU time next to a busy process; at 1.3e8 it gained 1.9x idle
 # for 1.04x the CPU time, and cost 1.45x under load.
 PRODUCTS_PER_THREAD = 2**26
+
+# One intra-op thread per this many seconds of a training step's forward pass
+# on one thread (a step with its backward takes about three times as long).
+# On 2 cores (benchmarks/threads.py, tests of the estimators' steps): steps
+# of 9 ms (the classifier on digits) gained 1.7x wall time for 1.1x the CPU
+# time idle but lost under load; steps of 50-290 ms (the Figure 2 denoiser,
+# supervised or by SURE) gained 1.5-2x for no extra CPU time.
+FORWARD_SECONDS_PER_THREAD = 0.01
 
 
 def _dask_worker_thread_budget() -> int | None:
@@ -81,6 +93,43 @@ def limit_threads_in_dask_worker() -> None:
         threadpool_limits(limits=budget, user_api="openmp")
     if torch.get_num_threads() > budget:  # a torch built without OpenMP
         torch.set_num_threads(budget)
+
+
+def threads_for_seconds(seconds: float, available: int) -> int:
+    """Threads that a training step whose forward pass took ``seconds`` on one
+    thread pays for, at most ``available``."""
+    return max(1, min(available, int(seconds // FORWARD_SECONDS_PER_THREAD)))
+
+
+@contextmanager
+def cpu_threads_for_training(device: torch.device, forward):
+    """Train on as many threads as a timed forward pass says the steps pay for.
+
+    ``forward()`` evaluates the training loss of one step's batch without a
+    gradient; it runs once on one thread, and the enclosed training then
+    runs on ``threads_for_seconds(its duration, available)`` threads,
+    ``available`` being torch's current count (never raised), restored on
+    exit. Timing beats counting products: a step's cost per product varies
+    tenfold with the number of features and the loss (Stein's estimate
+    carries a covariance per query and token). A no-op on a GPU.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    limit_threads_in_dask_worker()
+    available = torch.get_num_threads()
+    if available == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        started = time.perf_counter()
+        with torch.no_grad():
+            forward()
+        torch.set_num_threads(threads_for_seconds(time.perf_counter() - started, available))
+        yield
+    finally:
+        torch.set_num_threads(available)
 
 
 def threads_for(products: float, available: int) -> int:

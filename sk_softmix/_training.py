@@ -18,6 +18,8 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 
+from ._threads import cpu_threads_for_training
+
 # Steps whose losses are averaged before comparing, and between two
 # validation checks of the first-order solvers: one minibatch loss is too
 # noisy to tell a plateau from a slope.
@@ -126,18 +128,6 @@ def resolve_solver(
         return solver
     products = n_queries * prompt_length * n_heads * width
     return "lbfgs" if products <= LBFGS_MAX_PRODUCTS else "adam"
-
-
-def products_per_step(
-    solver: str, batch_size: int, n_queries: int, prompt_length: int, n_heads: int, width: int
-) -> int:
-    """(query, token, head, feature) products of one training step of ``solver``.
-
-    The size by which ``cpu_threads_for_step`` chooses torch's threads: full
-    batch for L-BFGS and gradient descent, ``batch_size`` queries for Adam.
-    """
-    batch = n_queries if solver in ("lbfgs", "gd") else min(batch_size, n_queries)
-    return batch * prompt_length * n_heads * width
 
 
 def validation_split(
@@ -374,6 +364,18 @@ def train(
         resume=resume,
         steps_done=steps_done,
     )
+
+
+def training_threads(loss_on, n_queries: int, settings: TrainingSettings, device):
+    """The thread count for training, from one timed step's forward pass.
+
+    Wraps everything a fit computes with ``loss_on`` (see
+    ``cpu_threads_for_training``); the step's batch is every query for the
+    full-batch solvers, ``batch_size`` of them for Adam.
+    """
+    full_batch = settings.solver in ("lbfgs", "gd")
+    batch = torch.arange(n_queries if full_batch else min(settings.batch_size, n_queries))
+    return cpu_threads_for_training(device, lambda: loss_on(batch.to(device)))
 
 
 def _report(settings, iteration, loss, total):
@@ -708,6 +710,51 @@ def fit_starts(
     -------
     FitOutcome
     """
+    first_name, first_start = next(iter(starts.items()))
+    probe_loss = objective(first_name, to_training_units(first_start, scale, powers, device))[0]
+    with training_threads(probe_loss, n_queries, settings, device):
+        runs, reference_losses = _train_each_start(
+            starts,
+            reference,
+            objective,
+            settings,
+            scale,
+            powers,
+            n_queries,
+            validate,
+            selection,
+            random_state,
+            device,
+        )
+    n_iter = sum(run[3] for run in runs.values())
+    scores = {name: run[2] for name, run in runs.items()}
+    if validate:
+        chosen = choose_start(reference_losses, scores, selection.start)
+    else:
+        chosen = min(runs, key=lambda name: float(runs[name][2].mean()))
+    if settings.verbose and (reference_losses is not None or len(scores) > 1):
+        _report_choice(settings, reference, reference_losses, scores, chosen)
+    if chosen is None:
+        return FitOutcome(reference[0], reference[1], np.empty(0), n_iter, False)
+    trained, history = runs[chosen][:2]
+    return FitOutcome(chosen, to_data_units(trained, scale, powers), history, n_iter, True)
+
+
+def _train_each_start(
+    starts,
+    reference,
+    objective,
+    settings,
+    scale,
+    powers,
+    n_queries,
+    validate,
+    selection,
+    random_state,
+    device,
+):
+    """Each start trained: name -> (parameters, history, score, n_iter), and the
+    reference's per-sample validation losses (None without validation)."""
     reference_losses = None
     if reference is not None and validate:
         untrained = to_training_units(reference[1], scale, powers, device)
@@ -746,18 +793,7 @@ def fit_starts(
         else:
             score = torch.zeros(1)
         runs[name] = (trained, history, score, n_iter)
-    n_iter = sum(run[3] for run in runs.values())
-    scores = {name: run[2] for name, run in runs.items()}
-    if validate:
-        chosen = choose_start(reference_losses, scores, selection.start)
-    else:
-        chosen = min(runs, key=lambda name: float(runs[name][2].mean()))
-    if settings.verbose and (reference_losses is not None or len(scores) > 1):
-        _report_choice(settings, reference, reference_losses, scores, chosen)
-    if chosen is None:
-        return FitOutcome(reference[0], reference[1], np.empty(0), n_iter, False)
-    trained, history = runs[chosen][:2]
-    return FitOutcome(chosen, to_data_units(trained, scale, powers), history, n_iter, True)
+    return runs, reference_losses
 
 
 def _report_choice(settings, reference, reference_losses, scores, chosen):

@@ -7,6 +7,7 @@ estimators compute, and that the caller's count comes back afterwards.
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +18,14 @@ from threadpoolctl import threadpool_limits
 import sk_softmix._classifier as classifier_module
 import sk_softmix._denoiser_base as denoiser_module
 from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
-from sk_softmix._threads import PRODUCTS_PER_THREAD, cpu_threads_for_step, threads_for
+from sk_softmix._threads import (
+    FORWARD_SECONDS_PER_THREAD,
+    PRODUCTS_PER_THREAD,
+    cpu_threads_for_step,
+    cpu_threads_for_training,
+    threads_for,
+    threads_for_seconds,
+)
 
 CPU = torch.device("cpu")
 
@@ -50,6 +58,26 @@ def test_small_step_runs_on_one_thread_and_restores_the_count(two_threads):
     # a forward pass alone is a third of a step: the same products need fewer threads
     with cpu_threads_for_step(CPU, 2 * PRODUCTS_PER_THREAD, backward=False):
         assert torch.get_num_threads() == 1
+
+
+def test_training_threads_follow_the_timed_forward_pass(two_threads):
+    assert threads_for_seconds(0.0, 8) == 1
+    assert threads_for_seconds(3.5 * FORWARD_SECONDS_PER_THREAD, 8) == 3
+    assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 2) == 2
+    seen = []
+
+    def forward():
+        seen.append(torch.get_num_threads())  # timed on one thread
+        assert not torch.is_grad_enabled()
+
+    with cpu_threads_for_training(CPU, forward):
+        assert torch.get_num_threads() == 1  # a forward pass of no time
+    with cpu_threads_for_training(CPU, lambda: time.sleep(2.5 * FORWARD_SECONDS_PER_THREAD)):
+        assert torch.get_num_threads() == 2
+    assert seen == [1] and torch.get_num_threads() == 2
+    with threadpool_limits(limits=1, user_api="openmp"):
+        with cpu_threads_for_training(CPU, lambda: time.sleep(0.05)):
+            assert torch.get_num_threads() == 1
 
 
 def test_count_restored_when_the_step_raises(two_threads):
