@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import as_tensor, resolve_device
-from ._threads import cpu_threads_for_step
+from ._threads import cpu_threads_for_prediction
 from ._training import (
     SOLVERS,
     Selection,
@@ -808,10 +808,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         width = 1 if n_classes == 2 else n_classes
         prompt_length, n_features = self.prompt_X_.shape
         chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, prompt_length)
-        products = min(chunk, len(X)) * prompt_length * self.n_heads * (n_features + width)
+        n_scores = min(chunk, len(X)) * prompt_length * self.n_heads
         # the whole computation on the chosen threads: even the tensor set-up
         # would otherwise wake torch's pool and leave it spinning
-        with torch.no_grad(), cpu_threads_for_step(device, products, backward=False):
+        with torch.no_grad(), cpu_threads_for_prediction(device, n_scores, n_features + width):
             dtype = torch.float64 if X.dtype == np.float64 else torch.float32
             parameters = {
                 name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)

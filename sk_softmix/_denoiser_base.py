@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
-from ._threads import cpu_threads_for_step
+from ._threads import cpu_threads_for_prediction
 from ._training import (
     Selection,
     TrainingSettings,
@@ -742,8 +742,8 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     def _transform_threads(self, X, prompt):
         """torch's threads for the transform chunks of queries over ``prompt``."""
         chunk = min(self._transform_chunk(prompt.shape[0], X.shape[1]), X.shape[0])
-        products = chunk * prompt.shape[0] * self.n_heads * X.shape[1]
-        return cpu_threads_for_step(prompt.device, products, backward=False)
+        n_scores = chunk * prompt.shape[0] * self.n_heads
+        return cpu_threads_for_prediction(prompt.device, n_scores, X.shape[1])
 
     def _denoise(self, X, exclude=None, prompt=None):
         """Forward pass in chunks of queries (``_transform_chunk``), in the dtype of ``X``."""

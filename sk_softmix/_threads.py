@@ -2,22 +2,21 @@
 
 Two rules, both of which only ever lower torch's intra-op thread count.
 
-**By problem size.** torch's OpenMP threads spin between parallel regions,
-and one training step of a small problem is hundreds of small kernels: with
-two threads on two cores the CPU time doubles for a 1.3x faster step, and a
-second busy process turns the spinning into a 2-9x loss (measured on the
-attention forward and backward, ``benchmarks/threads.py``). Only steps of
-some 30 ms, where a kernel outlasts the spin, gain from a second thread
-under load. Training (:func:`cpu_threads_for_training`) times one forward
-pass on one thread and takes one thread per ``FORWARD_SECONDS_PER_THREAD``
-of it; prediction (:func:`cpu_threads_for_step`), too short to time first,
-takes one thread per ``PRODUCTS_PER_THREAD`` (query, token, head, feature)
-products of a chunk.
+**By the length of a step.** torch's OpenMP threads spin between parallel
+regions, and a step of a small problem is hundreds of short kernels: with
+two threads on two cores the CPU time doubles for a faster step of at most
+1.4x, and a second busy process turns the spinning into a 2-9x loss
+(``benchmarks/threads.py``). Steps of some 30 ms, whose kernels outlast the
+spin, gain from a second thread even under load. So torch gets one thread
+per ``FORWARD_SECONDS_PER_THREAD`` of a step's forward pass on one thread:
+training (:func:`cpu_threads_for_training`) times one; prediction
+(:func:`cpu_threads_for_prediction`), too short to time first, estimates
+it from the number of scores of a chunk (``forward_seconds``).
 
 **Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a
 per-thread setting (``omp_set_num_threads``), read once from
-``OMP_NUM_THREADS`` at import. The
-usual limits therefore already reach torch without any help:
+``OMP_NUM_THREADS`` at import. The usual limits therefore already reach
+torch without any help:
 
 - joblib's loky workers are fresh processes started with ``OMP_NUM_THREADS``
   set to ``cpu_count() // n_jobs`` (or ``inner_max_num_threads``);
@@ -43,13 +42,6 @@ from contextlib import contextmanager
 import torch
 from threadpoolctl import threadpool_limits
 
-# One intra-op thread per this many (query, token, head, feature) products in
-# one step. On 2 cores (benchmarks/threads.py): up to 3.4e7 products a second
-# thread gained at most 1.4x wall time for 1.4-2x the CPU time idle, and cost
-# 2.9-6.6x the CPU time next to a busy process; at 1.3e8 it gained 1.9x idle
-# for 1.04x the CPU time, and cost 1.45x under load.
-PRODUCTS_PER_THREAD = 2**26
-
 # One intra-op thread per this many seconds of a training step's forward pass
 # on one thread (a step with its backward takes about three times as long).
 # On 2 cores (benchmarks/threads.py, tests of the estimators' steps): steps
@@ -57,6 +49,11 @@ PRODUCTS_PER_THREAD = 2**26
 # time idle but lost under load; steps of 50-290 ms (the Figure 2 denoiser,
 # supervised or by SURE) gained 1.5-2x for no extra CPU time.
 FORWARD_SECONDS_PER_THREAD = 0.01
+
+# A forward pass costs about this many seconds per score (query-token pair
+# and head) on one thread, times 1 + p / 16 for p features (measured on 2
+# cores: 2.4 ns at p = 16, 3.7 ns at p = 2 with 10^5 tokens).
+SECONDS_PER_SCORE = 3e-9
 
 
 def _dask_worker_thread_budget() -> int | None:
@@ -132,32 +129,30 @@ def cpu_threads_for_training(device: torch.device, forward):
         torch.set_num_threads(available)
 
 
-def threads_for(products: float, available: int) -> int:
-    """Threads that a step of ``products`` products pays for, at most ``available``."""
-    return max(1, min(available, int(products // PRODUCTS_PER_THREAD)))
+def forward_seconds(n_scores: float, n_features: int) -> float:
+    """Estimated seconds of a forward pass over ``n_scores`` scores, one thread."""
+    return n_scores * (1 + n_features / 16) * SECONDS_PER_SCORE
 
 
 @contextmanager
-def cpu_threads_for_step(device: torch.device, products: float, backward: bool = True):
-    """Run the enclosed torch work on ``threads_for(products, available)`` threads.
+def cpu_threads_for_prediction(device: torch.device, n_scores: float, n_features: int):
+    """Run the enclosed prediction on the threads its chunks pay for.
 
-    ``products`` counts the (query, token, head, feature) products of one
-    step; ``backward=False`` for a forward pass alone (transform), which does
-    about a third of a training step's work per product.
-
-    ``available`` is torch's current count in the calling thread, which
-    already reflects ``OMP_NUM_THREADS``, ``threadpool_limits``, joblib's
-    and Dask's limits, so the count is only ever lowered, and restored on
-    exit. ``torch.set_num_threads`` rather than an OpenMP-only limit: it
-    also lowers MKL's count, which a ``torch.set_num_threads`` call of the
-    user's pins apart from OpenMP's. A no-op on a GPU.
+    ``n_scores`` is the number of scores in one chunk of queries: the count
+    is ``threads_for_seconds(forward_seconds(n_scores, n_features),
+    available)``, ``available`` being torch's current count in the calling
+    thread (which already reflects ``OMP_NUM_THREADS``,
+    ``threadpool_limits``, joblib's and Dask's limits), never raised and
+    restored on exit. ``torch.set_num_threads`` rather than an OpenMP-only
+    limit: it also lowers MKL's count, which a ``torch.set_num_threads``
+    call of the user's pins apart from OpenMP's. A no-op on a GPU.
     """
     if device.type != "cpu":
         yield
         return
     limit_threads_in_dask_worker()
     available = torch.get_num_threads()
-    wanted = threads_for(products if backward else products / 3, available)
+    wanted = threads_for_seconds(forward_seconds(n_scores, n_features), available)
     if wanted >= available:
         yield
         return

@@ -20,10 +20,9 @@ import sk_softmix._denoiser_base as denoiser_module
 from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix._threads import (
     FORWARD_SECONDS_PER_THREAD,
-    PRODUCTS_PER_THREAD,
-    cpu_threads_for_step,
+    cpu_threads_for_prediction,
     cpu_threads_for_training,
-    threads_for,
+    forward_seconds,
     threads_for_seconds,
 )
 
@@ -41,23 +40,33 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def test_threads_grow_with_the_work_and_stop_at_the_available_count():
-    assert threads_for(0, 8) == 1
-    assert threads_for(PRODUCTS_PER_THREAD - 1, 8) == 1
-    assert threads_for(2 * PRODUCTS_PER_THREAD, 8) == 2
-    assert threads_for(100 * PRODUCTS_PER_THREAD, 8) == 8
-    assert threads_for(100 * PRODUCTS_PER_THREAD, 1) == 1
+def scores_for(seconds, n_features=16):
+    """Scores of a chunk whose forward pass is estimated at ``seconds``."""
+    return seconds / forward_seconds(1, n_features)
 
 
-def test_small_step_runs_on_one_thread_and_restores_the_count(two_threads):
-    with cpu_threads_for_step(CPU, 1000):
+def test_threads_grow_with_the_step_and_stop_at_the_available_count():
+    assert threads_for_seconds(0.0, 8) == 1
+    assert threads_for_seconds(0.99 * FORWARD_SECONDS_PER_THREAD, 8) == 1
+    assert threads_for_seconds(2 * FORWARD_SECONDS_PER_THREAD, 8) == 2
+    assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 8) == 8
+    assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 1) == 1
+    # more features, more work per score
+    assert forward_seconds(1000, 64) > forward_seconds(1000, 2) > 0
+
+
+def test_small_prediction_runs_on_one_thread_and_restores_the_count(two_threads):
+    with cpu_threads_for_prediction(CPU, 1000, 4):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
-    with cpu_threads_for_step(CPU, 10 * PRODUCTS_PER_THREAD):
+    with cpu_threads_for_prediction(CPU, scores_for(10 * FORWARD_SECONDS_PER_THREAD), 16):
         assert torch.get_num_threads() == 2
-    # a forward pass alone is a third of a step: the same products need fewer threads
-    with cpu_threads_for_step(CPU, 2 * PRODUCTS_PER_THREAD, backward=False):
+    # the same scores over more features take longer: more threads pay
+    n_scores = scores_for(1.5 * FORWARD_SECONDS_PER_THREAD, n_features=16)
+    with cpu_threads_for_prediction(CPU, n_scores, 2):
         assert torch.get_num_threads() == 1
+    with cpu_threads_for_prediction(CPU, n_scores, 64):
+        assert torch.get_num_threads() == 2
 
 
 def test_training_threads_follow_the_timed_forward_pass(two_threads):
@@ -81,14 +90,14 @@ def test_training_threads_follow_the_timed_forward_pass(two_threads):
 
 
 def test_count_restored_when_the_step_raises(two_threads):
-    with pytest.raises(RuntimeError), cpu_threads_for_step(CPU, 1000):
+    with pytest.raises(RuntimeError), cpu_threads_for_prediction(CPU, 1000, 2):
         raise RuntimeError("interrupted")
     assert torch.get_num_threads() == 2
 
 
 def test_caller_limit_is_never_raised(two_threads):
     with threadpool_limits(limits=1, user_api="openmp"):
-        with cpu_threads_for_step(CPU, 100 * PRODUCTS_PER_THREAD):
+        with cpu_threads_for_prediction(CPU, scores_for(1.0), 16):
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 1
 
