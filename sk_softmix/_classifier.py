@@ -805,14 +805,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     def _scores(self, X):
         device = resolve_device(self.device)
         n_classes = len(self.classes_)
-        width = 1 if n_classes == 2 else n_classes
-        prompt_length, n_features = self.prompt_X_.shape
-        chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, prompt_length)
-        n_scores = min(chunk, len(X)) * prompt_length * self.n_heads
-        # the whole computation on the chosen threads: even the tensor set-up
-        # would otherwise wake torch's pool and leave it spinning
-        with torch.no_grad(), cpu_threads_for_prediction(device, n_scores, n_features + width):
-            dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+        dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+        # the tensor set-up on one thread too: a kernel on torch's pool would
+        # leave its threads spinning through the prediction
+        with torch.no_grad(), cpu_threads_for_prediction(device, 0, 0, 0, None):
             parameters = {
                 name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)
                 for name in self._parameter_names()
@@ -826,9 +822,20 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 as_tensor(self.prompt_y_, device),
                 n_classes,
             )
+            features = as_tensor(X, device, dtype)
+        chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, len(prompt))
+        chunk = min(chunk, len(X))
+
+        def predict(rows):
+            return classifier_scores(parameters, features[:rows], prompt, None, chunk)
+
+        n_scores = chunk * len(prompt) * self.n_heads
+        with (
+            torch.no_grad(),
+            cpu_threads_for_prediction(device, n_scores, prompt.shape[1], chunk, predict),
+        ):
             # the engine chunks the queries, reusing one scores buffer
-            scores = classifier_scores(parameters, as_tensor(X, device, dtype), prompt, None, chunk)
-            return scores.cpu().numpy()
+            return predict(len(X)).cpu().numpy()
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

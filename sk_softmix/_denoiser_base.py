@@ -698,7 +698,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
         parameters, prompt, queries = self._tensors(X, None)
         values = []
-        with torch.no_grad(), self._transform_threads(X, prompt):
+        with torch.no_grad(), self._transform_threads(parameters, queries, prompt):
             size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
             for start, stop in _chunks(len(X), size):
                 chunk = queries[start:stop]
@@ -739,11 +739,18 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         per_query = self.n_heads * (prompt_length + (n_features**2 if divergence else 0))
         return queries_per_chunk(self.transform_batch_size, 1, per_query)
 
-    def _transform_threads(self, X, prompt):
-        """torch's threads for the transform chunks of queries over ``prompt``."""
-        chunk = min(self._transform_chunk(prompt.shape[0], X.shape[1]), X.shape[0])
+    def _transform_threads(self, parameters, queries, prompt):
+        """torch's threads for the transform chunks of ``queries`` over ``prompt``."""
+        n_queries, n_features = queries.shape
+        chunk = min(self._transform_chunk(prompt.shape[0], n_features), n_queries)
         n_scores = chunk * prompt.shape[0] * self.n_heads
-        return cpu_threads_for_prediction(prompt.device, n_scores, X.shape[1])
+        return cpu_threads_for_prediction(
+            prompt.device,
+            n_scores,
+            n_features,
+            chunk,
+            lambda k: self._forward(parameters, queries[:k], prompt, None),
+        )
 
     def _denoise(self, X, exclude=None, prompt=None):
         """Forward pass in chunks of queries (``_transform_chunk``), in the dtype of ``X``."""
@@ -758,7 +765,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             if self._engine_chunks_queries
             else self._transform_chunk(prompt.shape[0], X.shape[1])
         )
-        with torch.no_grad(), self._transform_threads(X, prompt):
+        with torch.no_grad(), self._transform_threads(parameters, queries, prompt):
             for start, stop in _chunks(X.shape[0], step):
                 chunk_exclude = None if exclude is None else exclude[start:stop]
                 chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))

@@ -98,17 +98,47 @@ def threads_for_seconds(seconds: float, available: int) -> int:
     return max(1, min(available, int(seconds // FORWARD_SECONDS_PER_THREAD)))
 
 
+# A second thread is kept only if it makes a timed run this much faster: next
+# to a busy process on 2 cores two threads made steps of every size slower or
+# at best 1.3x faster, at 2-8x the CPU time (benchmarks/threads.py).
+PARALLEL_SPEEDUP = 1.3
+
+
+def _seconds(run, repeats: int = 2) -> float:
+    """Fewest seconds of ``repeats`` runs: one run can lose a time slice to
+    another process and look ten times longer than it is."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        with torch.no_grad():
+            run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def _threads_that_pay(wanted: int, single_seconds: float, run) -> int:
+    """``wanted``, if ``run()`` on that many threads is now ``PARALLEL_SPEEDUP``
+    times faster than the ``single_seconds`` it took on one, else 1: other
+    busy processes make more threads cost CPU time for nothing."""
+    if wanted == 1:
+        return 1
+    torch.set_num_threads(wanted)
+    return wanted if _seconds(run) * PARALLEL_SPEEDUP <= single_seconds else 1
+
+
 @contextmanager
 def cpu_threads_for_training(device: torch.device, forward):
-    """Train on as many threads as a timed forward pass says the steps pay for.
+    """Train on as many threads as timed forward passes say the steps pay for.
 
     ``forward()`` evaluates the training loss of one step's batch without a
-    gradient; it runs once on one thread, and the enclosed training then
-    runs on ``threads_for_seconds(its duration, available)`` threads,
-    ``available`` being torch's current count (never raised), restored on
-    exit. Timing beats counting products: a step's cost per product varies
-    tenfold with the number of features and the loss (Stein's estimate
-    carries a covariance per query and token). A no-op on a GPU.
+    gradient. It runs on one thread, and, if that took at least
+    ``FORWARD_SECONDS_PER_THREAD``, again on ``threads_for_seconds`` threads
+    (at most ``available``, torch's current count, never raised), which are
+    kept if that run was ``PARALLEL_SPEEDUP`` times faster. Timing beats
+    counting products: a step's cost per product varies tenfold with the
+    number of features and the loss (Stein's estimate carries a covariance
+    per query and token), and only a timed run sees other busy processes.
+    The count is restored on exit. A no-op on a GPU.
     """
     if device.type != "cpu":
         yield
@@ -120,10 +150,9 @@ def cpu_threads_for_training(device: torch.device, forward):
         return
     torch.set_num_threads(1)
     try:
-        started = time.perf_counter()
-        with torch.no_grad():
-            forward()
-        torch.set_num_threads(threads_for_seconds(time.perf_counter() - started, available))
+        single = _seconds(forward)
+        wanted = threads_for_seconds(single, available)
+        torch.set_num_threads(_threads_that_pay(wanted, single, forward))
         yield
     finally:
         torch.set_num_threads(available)
@@ -134,30 +163,46 @@ def forward_seconds(n_scores: float, n_features: int) -> float:
     return n_scores * (1 + n_features / 16) * SECONDS_PER_SCORE
 
 
+# The prediction's timed runs: a slice of the first chunk's queries taking
+# about this long on one thread (their results are discarded).
+PROBE_SECONDS = 0.004
+
+
 @contextmanager
-def cpu_threads_for_prediction(device: torch.device, n_scores: float, n_features: int):
+def cpu_threads_for_prediction(
+    device: torch.device, n_scores: float, n_features: int, n_queries: int, forward
+):
     """Run the enclosed prediction on the threads its chunks pay for.
 
-    ``n_scores`` is the number of scores in one chunk of queries: the count
-    is ``threads_for_seconds(forward_seconds(n_scores, n_features),
-    available)``, ``available`` being torch's current count in the calling
-    thread (which already reflects ``OMP_NUM_THREADS``,
-    ``threadpool_limits``, joblib's and Dask's limits), never raised and
-    restored on exit. ``torch.set_num_threads`` rather than an OpenMP-only
-    limit: it also lowers MKL's count, which a ``torch.set_num_threads``
-    call of the user's pins apart from OpenMP's. A no-op on a GPU.
+    ``n_scores`` counts the scores of one chunk of ``n_queries`` queries
+    and ``forward(k)`` predicts the first ``k`` of them. Where
+    ``forward_seconds`` estimates a chunk at ``FORWARD_SECONDS_PER_THREAD``
+    or more on one thread, a slice of about ``PROBE_SECONDS`` is timed on
+    one thread and on ``threads_for_seconds`` threads, which are kept if
+    ``PARALLEL_SPEEDUP`` times faster (see ``cpu_threads_for_training``);
+    otherwise one thread. The count never exceeds torch's current one
+    (which already reflects ``OMP_NUM_THREADS``, ``threadpool_limits``,
+    joblib's and Dask's limits) and is restored on exit.
+    ``torch.set_num_threads`` rather than an OpenMP-only limit: it also
+    lowers MKL's count, which a ``torch.set_num_threads`` call of the
+    user's pins apart from OpenMP's. A no-op on a GPU.
     """
     if device.type != "cpu":
         yield
         return
     limit_threads_in_dask_worker()
     available = torch.get_num_threads()
-    wanted = threads_for_seconds(forward_seconds(n_scores, n_features), available)
-    if wanted >= available:
+    if available == 1:
         yield
         return
-    torch.set_num_threads(wanted)
+    estimate = forward_seconds(n_scores, n_features)
+    wanted = threads_for_seconds(estimate, available)
+    torch.set_num_threads(1)
     try:
+        if wanted > 1:
+            k = max(1, int(n_queries * PROBE_SECONDS / estimate))
+            probe = lambda: forward(k)  # noqa: E731
+            torch.set_num_threads(_threads_that_pay(wanted, _seconds(probe), probe))
         yield
     finally:
         torch.set_num_threads(available)

@@ -21,7 +21,6 @@ from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix._threads import (
     FORWARD_SECONDS_PER_THREAD,
     cpu_threads_for_prediction,
-    cpu_threads_for_training,
     forward_seconds,
     threads_for_seconds,
 )
@@ -55,49 +54,50 @@ def test_threads_grow_with_the_step_and_stop_at_the_available_count():
     assert forward_seconds(1000, 64) > forward_seconds(1000, 2) > 0
 
 
+def sleeping(seconds, parallel):
+    """A fake forward pass of ``seconds`` on one thread, which more threads
+    shorten (``parallel``) or not (a machine whose other cores are busy)."""
+
+    def forward(k=None):
+        share = torch.get_num_threads() if parallel else 1
+        time.sleep(seconds / share)
+
+    return forward
+
+
+def never_called(k=None):
+    raise AssertionError("a prediction this small is not timed")
+
+
 def test_small_prediction_runs_on_one_thread_and_restores_the_count(two_threads):
-    with cpu_threads_for_prediction(CPU, 1000, 4):
+    with cpu_threads_for_prediction(CPU, 1000, 4, 10, never_called):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
-    with cpu_threads_for_prediction(CPU, scores_for(10 * FORWARD_SECONDS_PER_THREAD), 16):
+    # a long chunk: a slice is timed on one thread and on two
+    long_chunk = scores_for(10 * FORWARD_SECONDS_PER_THREAD)
+    with cpu_threads_for_prediction(CPU, long_chunk, 16, 1000, sleeping(0.02, True)):
         assert torch.get_num_threads() == 2
-    # the same scores over more features take longer: more threads pay
-    n_scores = scores_for(1.5 * FORWARD_SECONDS_PER_THREAD, n_features=16)
-    with cpu_threads_for_prediction(CPU, n_scores, 2):
+    # ... and two threads are dropped when they do not make it faster
+    with cpu_threads_for_prediction(CPU, long_chunk, 16, 1000, sleeping(0.02, False)):
         assert torch.get_num_threads() == 1
-    with cpu_threads_for_prediction(CPU, n_scores, 64):
+    assert torch.get_num_threads() == 2
+    # the same scores over more features take longer: they may pay for two threads
+    n_scores = scores_for(1.5 * FORWARD_SECONDS_PER_THREAD, n_features=16)
+    with cpu_threads_for_prediction(CPU, n_scores, 2, 1000, never_called):
+        assert torch.get_num_threads() == 1
+    with cpu_threads_for_prediction(CPU, n_scores, 64, 1000, sleeping(0.02, True)):
         assert torch.get_num_threads() == 2
-
-
-def test_training_threads_follow_the_timed_forward_pass(two_threads):
-    assert threads_for_seconds(0.0, 8) == 1
-    assert threads_for_seconds(3.5 * FORWARD_SECONDS_PER_THREAD, 8) == 3
-    assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 2) == 2
-    seen = []
-
-    def forward():
-        seen.append(torch.get_num_threads())  # timed on one thread
-        assert not torch.is_grad_enabled()
-
-    with cpu_threads_for_training(CPU, forward):
-        assert torch.get_num_threads() == 1  # a forward pass of no time
-    with cpu_threads_for_training(CPU, lambda: time.sleep(2.5 * FORWARD_SECONDS_PER_THREAD)):
-        assert torch.get_num_threads() == 2
-    assert seen == [1] and torch.get_num_threads() == 2
-    with threadpool_limits(limits=1, user_api="openmp"):
-        with cpu_threads_for_training(CPU, lambda: time.sleep(0.05)):
-            assert torch.get_num_threads() == 1
 
 
 def test_count_restored_when_the_step_raises(two_threads):
-    with pytest.raises(RuntimeError), cpu_threads_for_prediction(CPU, 1000, 2):
+    with pytest.raises(RuntimeError), cpu_threads_for_prediction(CPU, 1000, 2, 10, never_called):
         raise RuntimeError("interrupted")
     assert torch.get_num_threads() == 2
 
 
 def test_caller_limit_is_never_raised(two_threads):
     with threadpool_limits(limits=1, user_api="openmp"):
-        with cpu_threads_for_prediction(CPU, scores_for(1.0), 16):
+        with cpu_threads_for_prediction(CPU, scores_for(1.0), 16, 10, sleeping(0.02, True)):
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 1
 
