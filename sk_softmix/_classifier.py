@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import as_tensor, resolve_device
-from ._threads import cpu_threads_for_prediction
+from ._threads import one_cpu_thread, predict_in_parts
 from ._training import (
     SOLVERS,
     Selection,
@@ -808,7 +808,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         dtype = torch.float64 if X.dtype == np.float64 else torch.float32
         # the tensor set-up on one thread too: a kernel on torch's pool would
         # leave its threads spinning through the prediction
-        with torch.no_grad(), cpu_threads_for_prediction(device, 0, 0, 0, None):
+        with torch.no_grad(), one_cpu_thread(device):
             parameters = {
                 name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)
                 for name in self._parameter_names()
@@ -824,18 +824,13 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             )
             features = as_tensor(X, device, dtype)
         chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, len(prompt))
-        chunk = min(chunk, len(X))
 
-        def predict(rows):
-            return classifier_scores(parameters, features[:rows], prompt, None, chunk)
-
-        n_scores = chunk * len(prompt) * self.n_heads
-        with (
-            torch.no_grad(),
-            cpu_threads_for_prediction(device, n_scores, prompt.shape[1], chunk, predict),
-        ):
+        def scores(start, stop):
             # the engine chunks the queries, reusing one scores buffer
-            return predict(len(X)).cpu().numpy()
+            return classifier_scores(parameters, features[start:stop], prompt, None, chunk)
+
+        with torch.no_grad():
+            return torch.cat(predict_in_parts(device, len(X), chunk, scores)).cpu().numpy()
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
-from ._threads import cpu_threads_for_prediction
+from ._threads import one_cpu_thread, predict_in_parts
 from ._training import (
     Selection,
     TrainingSettings,
@@ -696,15 +696,22 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
         if not (np.isfinite(xi2) and xi2 > 0):
             raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
-        parameters, prompt, queries = self._tensors(X, None)
-        values = []
-        with torch.no_grad(), self._transform_threads(parameters, queries, prompt):
-            size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
-            for start, stop in _chunks(len(X), size):
-                chunk = queries[start:stop]
+        device = resolve_device(self.device)
+        with torch.no_grad(), one_cpu_thread(device):
+            parameters, prompt, queries = self._tensors(X, None)
+        size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
+
+        def risks(start, stop):
+            values = []
+            for first, last in _chunks(stop - start, size):
+                chunk = queries[start + first : start + last]
                 denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
                 values.append(stein_risk(denoised, chunk, divergence, xi2))
-            return torch.cat(values).cpu().numpy()
+            return torch.cat(values)
+
+        with torch.no_grad():
+            parts = predict_in_parts(device, len(X), size, risks)
+            return torch.cat(parts).cpu().numpy()
 
     def _stein_risks(self, X):
         return self.sure(X)
@@ -739,37 +746,29 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         per_query = self.n_heads * (prompt_length + (n_features**2 if divergence else 0))
         return queries_per_chunk(self.transform_batch_size, 1, per_query)
 
-    def _transform_threads(self, parameters, queries, prompt):
-        """torch's threads for the transform chunks of ``queries`` over ``prompt``."""
-        n_queries, n_features = queries.shape
-        chunk = min(self._transform_chunk(prompt.shape[0], n_features), n_queries)
-        n_scores = chunk * prompt.shape[0] * self.n_heads
-        return cpu_threads_for_prediction(
-            prompt.device,
-            n_scores,
-            n_features,
-            chunk,
-            lambda k: self._forward(parameters, queries[:k], prompt, None),
-        )
-
     def _denoise(self, X, exclude=None, prompt=None):
         """Forward pass in chunks of queries (``_transform_chunk``), in the dtype of ``X``."""
-        parameters, prompt, queries = self._tensors(X, prompt)
-        if exclude is not None:
-            exclude = as_tensor(exclude, queries.device)
-        chunks = []
-        # An engine that chunks queries itself gets every query at once, so
-        # it can reuse one scores buffer across its chunks.
-        step = (
-            X.shape[0]
-            if self._engine_chunks_queries
-            else self._transform_chunk(prompt.shape[0], X.shape[1])
-        )
-        with torch.no_grad(), self._transform_threads(parameters, queries, prompt):
-            for start, stop in _chunks(X.shape[0], step):
-                chunk_exclude = None if exclude is None else exclude[start:stop]
-                chunks.append(self._forward(parameters, queries[start:stop], prompt, chunk_exclude))
-            return torch.cat(chunks).cpu().numpy()
+        device = resolve_device(self.device)
+        with torch.no_grad(), one_cpu_thread(device):
+            parameters, prompt, queries = self._tensors(X, prompt)
+            if exclude is not None:
+                exclude = as_tensor(exclude, queries.device)
+        size = self._transform_chunk(prompt.shape[0], X.shape[1])
+        # An engine that chunks queries itself gets every query of a part at
+        # once, so it can reuse one scores buffer across its chunks.
+        step = None if self._engine_chunks_queries else size
+
+        def denoise(start, stop):
+            outputs = []
+            for first, last in _chunks(stop - start, step or stop - start):
+                rows = slice(start + first, start + last)
+                left_out = None if exclude is None else exclude[rows]
+                outputs.append(self._forward(parameters, queries[rows], prompt, left_out))
+            return torch.cat(outputs) if outputs else queries[:0]
+
+        with torch.no_grad():
+            parts = predict_in_parts(device, X.shape[0], size, denoise)
+            return torch.cat(parts).cpu().numpy()
 
 
 def stein_risk(denoised, queries, divergence, noise_variance):

@@ -8,10 +8,11 @@ two threads on two cores the CPU time doubles for a faster step of at most
 1.4x, and a second busy process turns the spinning into a 2-9x loss
 (``benchmarks/threads.py``). Steps of some 30 ms, whose kernels outlast the
 spin, gain from a second thread even under load. So torch gets one thread
-per ``FORWARD_SECONDS_PER_THREAD`` of a step's forward pass on one thread:
-training (:func:`cpu_threads_for_training`) times one; prediction
-(:func:`cpu_threads_for_prediction`), too short to time first, estimates
-it from the number of scores of a chunk (``forward_seconds``).
+per ``FORWARD_SECONDS_PER_THREAD`` of a step's forward pass on one thread,
+kept only if a timed run on them is faster now (other busy processes make
+them slower): training (:func:`cpu_threads_for_training`) times forward
+passes of one step's batch, prediction (:func:`predict_in_parts`) its first
+two chunks of queries.
 
 **Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a
 per-thread setting (``omp_set_num_threads``), read once from
@@ -49,11 +50,6 @@ from threadpoolctl import threadpool_limits
 # time idle but lost under load; steps of 50-290 ms (the Figure 2 denoiser,
 # supervised or by SURE) gained 1.5-2x for no extra CPU time.
 FORWARD_SECONDS_PER_THREAD = 0.01
-
-# A forward pass costs about this many seconds per score (query-token pair
-# and head) on one thread, times 1 + p / 16 for p features (measured on 2
-# cores: 2.4 ns at p = 16, 3.7 ns at p = 2 with 10^5 tokens).
-SECONDS_PER_SCORE = 3e-9
 
 
 def _dask_worker_thread_budget() -> int | None:
@@ -93,8 +89,8 @@ def limit_threads_in_dask_worker() -> None:
 
 
 def threads_for_seconds(seconds: float, available: int) -> int:
-    """Threads that a training step whose forward pass took ``seconds`` on one
-    thread pays for, at most ``available``."""
+    """Threads that a training step whose forward pass (or a chunk of
+    predictions) took ``seconds`` on one thread pays for, at most ``available``."""
     return max(1, min(available, int(seconds // FORWARD_SECONDS_PER_THREAD)))
 
 
@@ -158,55 +154,59 @@ def cpu_threads_for_training(device: torch.device, forward):
         torch.set_num_threads(available)
 
 
-def forward_seconds(n_scores: float, n_features: int) -> float:
-    """Estimated seconds of a forward pass over ``n_scores`` scores, one thread."""
-    return n_scores * (1 + n_features / 16) * SECONDS_PER_SCORE
+def predict_in_parts(device: torch.device, n_queries: int, chunk: int, predict) -> list:
+    """``predict(start, stop)`` over every query, on the threads that pay.
 
-
-# The prediction's timed runs: a slice of the first chunk's queries taking
-# about this long on one thread (their results are discarded), and at least
-# this many queries: torch splits a softmax over its rows, so a slice of 5
-# queries over 10^5 tokens ran no faster on two threads while whole chunks
-# of 83 ran 2x faster.
-PROBE_SECONDS = 0.004
-PROBE_MIN_QUERIES = 64
+    ``predict`` evaluates queries ``start:stop`` (in chunks of ``chunk``
+    where it needs to) and returns a tensor. With at least three chunks of
+    queries, the first chunk runs on one thread and is timed; if it took
+    ``FORWARD_SECONDS_PER_THREAD`` or more, the second runs on
+    ``threads_for_seconds`` threads, kept for the rest if that chunk was
+    ``PARALLEL_SPEEDUP`` times faster (see ``cpu_threads_for_training``).
+    Fewer queries run on one thread: a prediction of one or two chunks is
+    too short for a second thread to pay, on digits (one chunk of 40 ms) two
+    threads took 1.4-2x the wall time and 1.7-2.3x the CPU time. Timing whole
+    chunks rather than slices matters: torch splits a softmax over its rows,
+    and a slice of 5 queries over 10^5 tokens ran no faster on two threads
+    where chunks of 83 ran 2x faster. The count never exceeds torch's
+    current one and is restored on exit. Returns the parts in order.
+    """
+    if device.type != "cpu":
+        return [predict(0, n_queries)]
+    limit_threads_in_dask_worker()
+    available = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        if available == 1 or n_queries < 3 * chunk:
+            return [predict(0, n_queries)]
+        started = time.perf_counter()
+        parts = [predict(0, chunk)]
+        single = time.perf_counter() - started
+        wanted = threads_for_seconds(single, available)
+        if wanted > 1:
+            torch.set_num_threads(wanted)
+            started = time.perf_counter()
+            parts.append(predict(chunk, 2 * chunk))
+            if (time.perf_counter() - started) * PARALLEL_SPEEDUP > single:
+                torch.set_num_threads(1)
+        else:
+            parts.append(predict(chunk, 2 * chunk))
+        parts.append(predict(2 * chunk, n_queries))
+        return parts
+    finally:
+        torch.set_num_threads(available)
 
 
 @contextmanager
-def cpu_threads_for_prediction(
-    device: torch.device, n_scores: float, n_features: int, n_queries: int, forward
-):
-    """Run the enclosed prediction on the threads its chunks pay for.
-
-    ``n_scores`` counts the scores of one chunk of ``n_queries`` queries
-    and ``forward(k)`` predicts the first ``k`` of them. Where
-    ``forward_seconds`` estimates a chunk at ``FORWARD_SECONDS_PER_THREAD``
-    or more on one thread, a slice of about ``PROBE_SECONDS`` is timed on
-    one thread and on ``threads_for_seconds`` threads, which are kept if
-    ``PARALLEL_SPEEDUP`` times faster (see ``cpu_threads_for_training``);
-    otherwise one thread. The count never exceeds torch's current one
-    (which already reflects ``OMP_NUM_THREADS``, ``threadpool_limits``,
-    joblib's and Dask's limits) and is restored on exit.
-    ``torch.set_num_threads`` rather than an OpenMP-only limit: it also
-    lowers MKL's count, which a ``torch.set_num_threads`` call of the
-    user's pins apart from OpenMP's. A no-op on a GPU.
-    """
+def one_cpu_thread(device: torch.device):
+    """torch on one thread for the enclosed set-up work (a no-op on a GPU):
+    a kernel on the full pool would leave its threads spinning afterwards."""
     if device.type != "cpu":
         yield
         return
-    limit_threads_in_dask_worker()
     available = torch.get_num_threads()
-    if available == 1:
-        yield
-        return
-    estimate = forward_seconds(n_scores, n_features)
-    wanted = threads_for_seconds(estimate, available)
     torch.set_num_threads(1)
     try:
-        if wanted > 1:
-            k = min(n_queries, max(PROBE_MIN_QUERIES, int(n_queries * PROBE_SECONDS / estimate)))
-            probe = lambda: forward(k)  # noqa: E731
-            torch.set_num_threads(_threads_that_pay(wanted, _seconds(probe), probe))
         yield
     finally:
         torch.set_num_threads(available)

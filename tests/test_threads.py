@@ -20,8 +20,9 @@ import sk_softmix._denoiser_base as denoiser_module
 from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix._threads import (
     FORWARD_SECONDS_PER_THREAD,
-    cpu_threads_for_prediction,
-    forward_seconds,
+    cpu_threads_for_training,
+    one_cpu_thread,
+    predict_in_parts,
     threads_for_seconds,
 )
 
@@ -39,65 +40,94 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-def scores_for(seconds, n_features=16):
-    """Scores of a chunk whose forward pass is estimated at ``seconds``."""
-    return seconds / forward_seconds(1, n_features)
-
-
 def test_threads_grow_with_the_step_and_stop_at_the_available_count():
     assert threads_for_seconds(0.0, 8) == 1
     assert threads_for_seconds(0.99 * FORWARD_SECONDS_PER_THREAD, 8) == 1
     assert threads_for_seconds(2 * FORWARD_SECONDS_PER_THREAD, 8) == 2
     assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 8) == 8
     assert threads_for_seconds(100 * FORWARD_SECONDS_PER_THREAD, 1) == 1
-    # more features, more work per score
-    assert forward_seconds(1000, 64) > forward_seconds(1000, 2) > 0
 
 
 def sleeping(seconds, parallel):
     """A fake forward pass of ``seconds`` on one thread, which more threads
     shorten (``parallel``) or not (a machine whose other cores are busy)."""
 
-    def forward(k=None):
+    def forward(*rows):
         share = torch.get_num_threads() if parallel else 1
         time.sleep(seconds / share)
+        return torch.zeros(rows[1] - rows[0] if rows else 0)
 
     return forward
 
 
-def never_called(k=None):
-    raise AssertionError("a prediction this small is not timed")
+def recording(forward, calls):
+    def predict(start, stop):
+        calls.append((start, stop, torch.get_num_threads()))
+        return forward(start, stop)
+
+    return predict
 
 
-def test_small_prediction_runs_on_one_thread_and_restores_the_count(two_threads):
-    with cpu_threads_for_prediction(CPU, 1000, 4, 10, never_called):
+def test_training_threads_follow_the_timed_forward_pass(two_threads):
+    seen = []
+
+    def forward():
+        seen.append(torch.get_num_threads())  # timed on one thread
+        assert not torch.is_grad_enabled()
+
+    with cpu_threads_for_training(CPU, forward):
+        assert torch.get_num_threads() == 1  # a forward pass of no time
+    assert set(seen) == {1}
+    long_step = 2.5 * FORWARD_SECONDS_PER_THREAD
+    with cpu_threads_for_training(CPU, sleeping(long_step, parallel=True)):
+        assert torch.get_num_threads() == 2
+    # a busy machine: two threads are no faster, so one is kept
+    with cpu_threads_for_training(CPU, sleeping(long_step, parallel=False)):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
-    # a long chunk: a slice is timed on one thread and on two
-    long_chunk = scores_for(10 * FORWARD_SECONDS_PER_THREAD)
-    with cpu_threads_for_prediction(CPU, long_chunk, 16, 1000, sleeping(0.02, True)):
-        assert torch.get_num_threads() == 2
-    # ... and two threads are dropped when they do not make it faster
-    with cpu_threads_for_prediction(CPU, long_chunk, 16, 1000, sleeping(0.02, False)):
-        assert torch.get_num_threads() == 1
+
+
+def test_short_predictions_run_on_one_thread_and_long_ones_time_two_chunks(two_threads):
+    calls = []
+    parts = predict_in_parts(CPU, 25, 10, recording(sleeping(0.0, True), calls))
+    assert calls == [(0, 25, 1)] and sum(len(part) for part in parts) == 25
+    calls.clear()
+    long_chunk = 2.5 * FORWARD_SECONDS_PER_THREAD
+    parts = predict_in_parts(CPU, 45, 10, recording(sleeping(long_chunk, True), calls))
+    assert calls == [(0, 10, 1), (10, 20, 2), (20, 45, 2)]
+    assert sum(len(part) for part in parts) == 45
+    # a busy machine: the second chunk was no faster on two threads
+    calls.clear()
+    predict_in_parts(CPU, 45, 10, recording(sleeping(long_chunk, False), calls))
+    assert calls == [(0, 10, 1), (10, 20, 2), (20, 45, 1)]
+    # quick chunks never try a second thread
+    calls.clear()
+    predict_in_parts(CPU, 45, 10, recording(sleeping(0.0, True), calls))
+    assert [threads for *_, threads in calls] == [1, 1, 1]
     assert torch.get_num_threads() == 2
-    # the same scores over more features take longer: they may pay for two threads
-    n_scores = scores_for(1.5 * FORWARD_SECONDS_PER_THREAD, n_features=16)
-    with cpu_threads_for_prediction(CPU, n_scores, 2, 1000, never_called):
-        assert torch.get_num_threads() == 1
-    with cpu_threads_for_prediction(CPU, n_scores, 64, 1000, sleeping(0.02, True)):
-        assert torch.get_num_threads() == 2
 
 
-def test_count_restored_when_the_step_raises(two_threads):
-    with pytest.raises(RuntimeError), cpu_threads_for_prediction(CPU, 1000, 2, 10, never_called):
+def test_count_restored_when_interrupted(two_threads):
+    with pytest.raises(RuntimeError), one_cpu_thread(CPU):
         raise RuntimeError("interrupted")
+    assert torch.get_num_threads() == 2
+
+    def failing(*rows):
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        predict_in_parts(CPU, 45, 10, failing)
+    with pytest.raises(RuntimeError), cpu_threads_for_training(CPU, failing):
+        pass
     assert torch.get_num_threads() == 2
 
 
 def test_caller_limit_is_never_raised(two_threads):
     with threadpool_limits(limits=1, user_api="openmp"):
-        with cpu_threads_for_prediction(CPU, scores_for(1.0), 16, 10, sleeping(0.02, True)):
+        calls = []
+        predict_in_parts(CPU, 45, 10, recording(sleeping(0.05, True), calls))
+        assert [threads for *_, threads in calls] == [1]
+        with cpu_threads_for_training(CPU, sleeping(0.05, True)):
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 1
 
