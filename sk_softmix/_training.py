@@ -712,20 +712,47 @@ def fit_starts(
     """
     first_name, first_start = next(iter(starts.items()))
     probe_loss = objective(first_name, to_training_units(first_start, scale, powers, device))[0]
+    # the reference's validation, every start's training and the scores all
+    # run on the threads that one timed step pays for
     with training_threads(probe_loss, n_queries, settings, device):
-        runs, reference_losses = _train_each_start(
-            starts,
-            reference,
-            objective,
-            settings,
-            scale,
-            powers,
-            n_queries,
-            validate,
-            selection,
-            random_state,
-            device,
-        )
+        reference_losses = None
+        if reference is not None and validate:
+            untrained = to_training_units(reference[1], scale, powers, device)
+            with torch.no_grad():
+                reference_losses = objective(reference[0], untrained)[1](None)
+        runs = {}
+        for name, start in starts.items():
+            trained = to_training_units(start, scale, powers, device)
+            loss_on, validation_losses = objective(name, trained)
+            checkpoint = None
+            if validate and selection.checkpoint is not None:
+                checkpoint = ValidationCheckpoint(
+                    trained,
+                    validation_losses,
+                    settings.tol,
+                    settings.n_iter_no_change,
+                    selection.checkpoint,
+                )
+            history, n_iter = train(
+                loss_on,
+                trained,
+                n_queries,
+                settings,
+                random_state=random_state,
+                device=device,
+                checkpoint=checkpoint,
+            )
+            if checkpoint is not None:
+                score = checkpoint.finish()
+            elif validate:
+                with torch.no_grad():
+                    score = validation_losses(None)
+            elif len(starts) > 1:
+                with torch.no_grad():  # the full training loss decides without validation
+                    score = loss_on(torch.arange(n_queries, device=device)).reshape(1)
+            else:
+                score = torch.zeros(1)
+            runs[name] = (trained, history, score, n_iter)
     n_iter = sum(run[3] for run in runs.values())
     scores = {name: run[2] for name, run in runs.items()}
     if validate:
@@ -738,62 +765,6 @@ def fit_starts(
         return FitOutcome(reference[0], reference[1], np.empty(0), n_iter, False)
     trained, history = runs[chosen][:2]
     return FitOutcome(chosen, to_data_units(trained, scale, powers), history, n_iter, True)
-
-
-def _train_each_start(
-    starts,
-    reference,
-    objective,
-    settings,
-    scale,
-    powers,
-    n_queries,
-    validate,
-    selection,
-    random_state,
-    device,
-):
-    """Each start trained: name -> (parameters, history, score, n_iter), and the
-    reference's per-sample validation losses (None without validation)."""
-    reference_losses = None
-    if reference is not None and validate:
-        untrained = to_training_units(reference[1], scale, powers, device)
-        with torch.no_grad():
-            reference_losses = objective(reference[0], untrained)[1](None)
-    runs = {}
-    for name, start in starts.items():
-        trained = to_training_units(start, scale, powers, device)
-        loss_on, validation_losses = objective(name, trained)
-        checkpoint = None
-        if validate and selection.checkpoint is not None:
-            checkpoint = ValidationCheckpoint(
-                trained,
-                validation_losses,
-                settings.tol,
-                settings.n_iter_no_change,
-                selection.checkpoint,
-            )
-        history, n_iter = train(
-            loss_on,
-            trained,
-            n_queries,
-            settings,
-            random_state=random_state,
-            device=device,
-            checkpoint=checkpoint,
-        )
-        if checkpoint is not None:
-            score = checkpoint.finish()
-        elif validate:
-            with torch.no_grad():
-                score = validation_losses(None)
-        elif len(starts) > 1:
-            with torch.no_grad():  # the full training loss decides without validation
-                score = loss_on(torch.arange(n_queries, device=device)).reshape(1)
-        else:
-            score = torch.zeros(1)
-        runs[name] = (trained, history, score, n_iter)
-    return runs, reference_losses
 
 
 def _report_choice(settings, reference, reference_losses, scores, chosen):

@@ -87,6 +87,19 @@ def test_concurrent_predictions_equal_sequential_ones(estimator):
         np.testing.assert_array_equal(one, other)
 
 
+def _record_chunk_sizes(monkeypatch):
+    """The number of queries of every chunk the engine scores, as it goes."""
+    sizes = []
+    scores_of = attention_module._scores
+
+    def recording(transformed, *args, **kwargs):
+        sizes.append(transformed.shape[1])  # (H, queries in the chunk, p)
+        return scores_of(transformed, *args, **kwargs)
+
+    monkeypatch.setattr(attention_module, "_scores", recording)
+    return sizes
+
+
 @pytest.mark.slow
 def test_a_million_queries_stream_in_chunks(monkeypatch):
     """transform never holds more than transform_batch_size x L scores at once."""
@@ -94,14 +107,7 @@ def test_a_million_queries_stream_in_chunks(monkeypatch):
     denoiser = SoftmaxAttentionDenoiser(max_iter=0, transform_batch_size=4_096, device="cpu")
     denoiser.fit(Z, X)
     queries = np.random.default_rng(1).normal(size=(1_000_000, 2)).astype(np.float32) * 3
-    largest = []
-    scores_of = attention_module._scores
-
-    def recording(transformed, *args, **kwargs):
-        largest.append(transformed.shape[1])  # (H, queries in the chunk, p)
-        return scores_of(transformed, *args, **kwargs)
-
-    monkeypatch.setattr(attention_module, "_scores", recording)
+    largest = _record_chunk_sizes(monkeypatch)
     denoised = denoiser.transform(queries)
     assert denoised.shape == queries.shape and np.isfinite(denoised).all()
     assert max(largest) <= 4_096 and sum(largest) == len(queries)
@@ -117,14 +123,7 @@ def test_a_small_training_minibatch_leaves_transform_in_large_chunks(monkeypatch
     denoiser = SoftmaxAttentionDenoiser(max_iter=2, batch_size=8, device="cpu", random_state=0)
     denoiser.fit(Z, X)
     queries = np.random.default_rng(1).normal(size=(20_000, 2))
-    sizes = []
-    scores_of = attention_module._scores
-
-    def recording(transformed, *args, **kwargs):
-        sizes.append(transformed.shape[1])  # (H, queries in the chunk, p)
-        return scores_of(transformed, *args, **kwargs)
-
-    monkeypatch.setattr(attention_module, "_scores", recording)
+    sizes = _record_chunk_sizes(monkeypatch)
     denoiser.transform(queries)
     per_chunk = 2**24 // (denoiser.n_heads * len(denoiser.prompt_))
     assert sizes == [per_chunk] * (20_000 // per_chunk) + [20_000 % per_chunk]
