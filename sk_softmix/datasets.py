@@ -18,14 +18,21 @@ class NoisyMixtureSample(NamedTuple):
     Fit a denoiser as ``fit(sample.noisy, sample.clean)`` (supervised) or
     ``fit(sample.noisy)`` (by SURE); the names make ``fit(clean, noisy)``
     hard to write by accident.
+
+    Parameters
+    ----------
+    noisy : ndarray of shape (n_samples, n_features)
+        Noisy observations ``Z = X + N(0, xi^2 I)``: what a denoiser's
+        ``fit`` and ``transform`` take as ``X``.
+    clean : ndarray of shape (n_samples, n_features)
+        Clean points ``X``: a denoiser's targets ``y``.
+    labels : ndarray of shape (n_samples,)
+        Component of each point, integers in ``[0, n_components)``.
     """
 
     noisy: np.ndarray
-    """Noisy observations ``Z = X + N(0, xi^2 I)``, shape (n_samples, n_features)."""
     clean: np.ndarray
-    """Clean points ``X``, shape (n_samples, n_features)."""
     labels: np.ndarray
-    """Component of each point, integers in ``[0, n_components)``."""
 
 
 def make_gaussian_mixture(
