@@ -180,6 +180,13 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         ``n_heads * transform_batch_size * L`` scores). ``None``: as many as
         fill about 2**24 scores (64 MiB in float32) whatever the prompt
         length ``L``.
+    standardize : "auto" or bool, default="auto"
+        Whether the model works on standardised features, ``(x - mean) /
+        std`` per feature from the training data (see Notes, Scaling).
+        ``"auto"``: when ``X`` is far from standardised (a feature's mean
+        beyond one standard deviation from 0, or standard deviations spread
+        over more than a factor of 10), so that standardised input and the
+        paper's synthetic settings are used as given.
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -194,7 +201,14 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         Class labels; ``classes_[1]`` is the positive class (+1) when binary.
     prompt_X_ : ndarray of shape (L, n_features)
-        Features of the prompt.
+        Features of the prompt, standardised when the model is
+        (``(x - feature_mean_) / feature_scale_``); the parameters below,
+        ``effective_coordinates`` and ``bayes_coordinates`` live in the
+        same coordinates.
+    feature_mean_ : ndarray of shape (n_features,)
+        Centre subtracted from every feature (zeros when not standardised).
+    feature_scale_ : ndarray of shape (n_features,)
+        Scale dividing every centred feature (ones when not standardised).
     prompt_y_ : ndarray of shape (L,)
         Class indices (into ``classes_``) of the prompt.
     prompt_indices_ : ndarray of shape (L,)
@@ -277,20 +291,20 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     (an exact symmetry of the model), each training query left out of its
     own prompt. Prediction costs ``O(n_queries L n_features n_heads)``.
 
-    **Scaling.** The model assumes standardised features: centred, with
+    **Scaling.** The heads need standardised features: centred, with
     comparable standard deviations. Rescaling one feature is an exact
     symmetry of the heads but not of their training, and shifting one is
     not a symmetry at all (the scores ``x_i^T U11^T x`` have no key bias).
-    On the XOR mixture the heads reach 0.956 on standardised features and
-    stay at the linear start (LDA's 0.33) once one feature is shifted by 5
-    standard deviations or scaled by 100. The linear start is LDA, which no
-    affine map of the features changes, so unscaled input never falls below
-    LDA (iris, wine, breast cancer and digits score the same unscaled and
-    standardised), but only standardised input lets the heads select. Use
-    ``make_pipeline(StandardScaler(), SoftmaxAttentionClassifier())``;
-    ``fit`` warns when ``X`` is far from standardised (a mean beyond one
-    standard deviation from 0, or standard deviations spread over more than
-    a factor of 10).
+    On the XOR mixture, heads trained on the raw features stayed at the
+    linear start (LDA's 0.33) once one feature was shifted by 5 standard
+    deviations or scaled by 100, where standardised features reach 0.956.
+    So with ``standardize="auto"`` the model standardises such features
+    itself (``feature_mean_``, ``feature_scale_``), which makes raw input as
+    good as ``make_pipeline(StandardScaler(), ...)``; with
+    ``standardize=False`` it warns instead. LDA, the linear start, is
+    unchanged by any affine map of the features, so no setting falls below
+    it (iris, wine, breast cancer and digits score the same raw and
+    standardised).
 
     References
     ----------
@@ -342,6 +356,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         "n_iter_no_change": [Count(1)],
         "batch_size": [Count(1)],
         "transform_batch_size": [Count(1), None],
+        "standardize": [StrOptions({"auto"}), "boolean"],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -364,6 +379,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         n_iter_no_change=5,
         batch_size=256,
         transform_batch_size=None,
+        standardize="auto",
         device="auto",
         random_state=None,
         verbose=0,
@@ -382,6 +398,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.transform_batch_size = transform_batch_size
+        self.standardize = standardize
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
@@ -560,17 +577,23 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 "init='lda' puts LDA's score in the skip map, which needs residual=True; "
                 "with residual=False use init='bayes' (Lemma B.3) or 'zero'."
             )
-        problem = unstandardised_features(X) if self.max_iter > 0 else None
-        if problem is not None:
+        problem = unstandardised_features(X)
+        if problem is not None and self.standardize is False and self.max_iter > 0:
             warnings.warn(
-                f"SoftmaxAttentionClassifier: X is not standardised ({problem}). The "
-                "heads train on the features as given, where a selective solution is "
-                "hard to find, so the fit may stay at its linear start (LDA's accuracy). "
-                "Put a StandardScaler in front: make_pipeline(StandardScaler(), "
-                "SoftmaxAttentionClassifier()).",
+                f"SoftmaxAttentionClassifier: X is not standardised ({problem}) and "
+                "standardize=False. The heads train on the features as given, where a "
+                "selective solution is hard to find, so the fit may stay at its linear "
+                "start (LDA's accuracy). Use standardize='auto', or put a "
+                "StandardScaler in front.",
                 UserWarning,
                 stacklevel=4,
             )
+        standardise = self.standardize is True or (
+            self.standardize == "auto" and problem is not None
+        )
+        self.feature_mean_, self.feature_scale_ = feature_standardisation(X, standardise)
+        if standardise:
+            X = ((X - self.feature_mean_) / self.feature_scale_).astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
         n_classes = len(classes)
@@ -822,7 +845,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 as_tensor(self.prompt_y_, device),
                 n_classes,
             )
-            features = as_tensor(X, device, dtype)
+            # the model's coordinates (see ``standardize``)
+            features = as_tensor((X - self.feature_mean_) / self.feature_scale_, device, dtype)
         chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, len(prompt))
 
         def scores(start, stop):
@@ -835,6 +859,24 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")
         return heads + ("skip", "intercept") if self.residual else heads
+
+
+def feature_standardisation(X, standardise: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The centre and scale of each feature the model works in.
+
+    ``(mean, standard deviation)`` of ``X``'s columns when ``standardise``
+    (a constant column keeps scale 1), else zeros and ones.
+    """
+    n_features = X.shape[1]
+    if not standardise:
+        return np.zeros(n_features), np.ones(n_features)
+    X = X.astype(np.float64)
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0)
+    # below float64's resolution of the column the spread is rounding: constant
+    constant = scale <= 1e-12 * np.maximum(np.abs(mean), scale.max())
+    scale[constant] = 1.0
+    return mean, scale
 
 
 def classifier_tokens(features, labels, n_classes):
