@@ -3,10 +3,13 @@
 For each shape (n queries, a prompt of L tokens, p features) it times
 ``transform(queries, prompt=P)`` of SoftmaxAttentionDenoiser (1 and 2 heads)
 and LinearAttentionDenoiser, the engine function
-:func:`sk_softmix.attention.softmax_attention` (1 head), and
-``torch.nn.functional.scaled_dot_product_attention`` on the same shapes
-(queries (H, n, p), keys = values (L, p), ``scale=1.0``: the package's head
-has no 1/sqrt(p) temperature). Effective GFLOP/s count ``4 n L p`` per head
+:func:`sk_softmix.attention.softmax_attention` (1 and 2 heads, and 1 head on
+the ``"matmul"`` kernel, the CPU default before the fused one), and
+``torch.nn.functional.scaled_dot_product_attention`` on the same shapes,
+called at its best (contiguous 4-D queries (1, H, n, p) and keys = values
+(1, H, L, p), no mask, ``scale=1.0``: the package's head has no 1/sqrt(p)
+temperature; the whole block or chunks of 16,384 queries, whichever is
+faster). Effective GFLOP/s count ``4 n L p`` per head
 (``Q K^T`` and ``A V``) for every entry, the linear head included (its real
 cost is ``O((n + L) p^2)``, so its "effective" rate is the speed-up its
 algebra buys). The matmul reference is a square float32 product of the same
@@ -37,7 +40,10 @@ FULL_SHAPES = [
 # The shape timed on both devices with --device cuda (the CUDA speed-up target);
 # it is in both grids.
 CROSS_DEVICE_SHAPE = (10_000, 10_000, 2)
-SDPA_CHUNK = 8_192  # rows per SDPA call: the math fallback would hold chunk x L scores
+# Queries of every entry's untimed first call: the CPU flash kernel switches to
+# larger query blocks (and buffers) from 768 queries on, so 64 did not warm it.
+WARM_UP = 1_024
+SDPA_CHUNK = 16_384  # the baseline also tries query chunks of this size, keeping the faster
 
 
 def _task(p):
@@ -70,71 +76,92 @@ def _matmul_gflops(flops, device, repeats):
     return 2 * side**3 / seconds / 1e9
 
 
-def _sdpa_seconds(queries, prompt, n_heads, repeats, device):
-    heads_q = queries.expand(n_heads, *queries.shape)  # (H, n, p)
-    keys = prompt.expand(n_heads, *prompt.shape)  # (H, L, p)
+def _sdpa_call(queries, prompt, n_heads):
+    """The fused kernel at its best: ``F.scaled_dot_product_attention`` on
+    contiguous 4-D tensors, queries ``(1, H, n, p)`` and keys = values
+    ``(1, H, L, p)``, no mask, ``scale=1.0``; the whole query block in one
+    call, or chunks of ``SDPA_CHUNK`` queries, whichever is faster (both are
+    timed when there is more than one chunk)."""
+    heads_q = queries.expand(n_heads, *queries.shape).unsqueeze(0).contiguous()
+    keys = prompt.expand(n_heads, *prompt.shape).unsqueeze(0).contiguous()
 
-    def run():
+    def whole():
+        F.scaled_dot_product_attention(heads_q, keys, keys, scale=1.0)
+
+    def chunked():
         for start in range(0, queries.shape[0], SDPA_CHUNK):
             F.scaled_dot_product_attention(
-                heads_q[:, start : start + SDPA_CHUNK], keys, keys, scale=1.0
+                heads_q[:, :, start : start + SDPA_CHUNK], keys, keys, scale=1.0
             )
 
-    with torch.no_grad():
-        return best_of(run, repeats, device)
+    return [whole, chunked] if queries.shape[0] > SDPA_CHUNK else [whole]
+
+
+def _rounds(n, L):
+    """Timing rounds: every entry once per round, interleaved, best kept."""
+    return 5 if n * L <= 10_000_000 else 2 if n * L <= 1_000_000_000 else 1
 
 
 def measure_shape(n, L, p, device):
-    """Seconds and effective GFLOP/s of every entry for one shape."""
+    """Seconds and effective GFLOP/s of every entry for one shape.
+
+    Entries are timed in interleaved rounds (each entry once per round, the
+    best of the rounds kept), so that a slow spell of a shared machine hits
+    an entry and its reference alike.
+    """
     queries, prompt = _inputs(n, L, p)
     flops_per_head = 4.0 * n * L * p
-    # one repeat for long runs, best of three for short ones (after a warm-up);
-    # at small p the cost is the n L exponentials, not the flops
-    repeats = 3 if n * L <= 10_000_000 else 1
-    estimators = {
-        "softmax H=1": _fitted(
-            SoftmaxAttentionDenoiser(
-                n_heads=1, max_iter=0, noise_variance=4.0, device=device, random_state=0
-            ),
-            p,
-        ),
-        "softmax H=2": _fitted(
-            SoftmaxAttentionDenoiser(
-                n_heads=2, max_iter=0, noise_variance=4.0, device=device, random_state=0
-            ),
-            p,
-        ),
-        "linear H=1": _fitted(
-            LinearAttentionDenoiser(
-                n_heads=1, max_iter=0, noise_variance=4.0, device=device, random_state=0
-            ),
-            p,
-        ),
-    }
-    rows = []
-    sdpa = {}
     q_t = torch.from_numpy(queries).to(device)
     p_t = torch.from_numpy(prompt).to(device)
+    estimators = {
+        name: _fitted(
+            kind(n_heads=heads, max_iter=0, noise_variance=4.0, device=device, random_state=0), p
+        )
+        for name, kind, heads in (
+            ("softmax H=1", SoftmaxAttentionDenoiser, 1),
+            ("softmax H=2", SoftmaxAttentionDenoiser, 2),
+            ("linear H=1", LinearAttentionDenoiser, 1),
+        )
+    }
+    entries = {}  # name -> (heads, [callables of which the fastest counts])
     for heads in (1, 2):
-        _sdpa_seconds(q_t[:64], p_t, heads, 1, device)  # warm-up
-        sdpa[heads] = _sdpa_seconds(q_t, p_t, heads, repeats, device)
-    matmul = _matmul_gflops(flops_per_head, device, 3)
+        entries[f"SDPA H={heads}"] = (heads, _sdpa_call(q_t, p_t, heads))
     for name, estimator in estimators.items():
         heads = 2 if "H=2" in name else 1
-        estimator.transform(queries[:64], prompt=prompt)  # warm-up
-        seconds = best_of(lambda e=estimator: e.transform(queries, prompt=prompt), repeats, device)
-        rows.append(_row(name, n, L, p, heads, seconds, sdpa[heads], matmul))
-    # the engine function alone: no validation, no host copies
-    estimator = estimators["softmax H=1"]
-    U = torch.as_tensor(estimator.U_, dtype=torch.float32, device=device)
-    V = torch.as_tensor(estimator.V_, dtype=torch.float32, device=device)
-    with torch.no_grad():
-        softmax_attention(q_t[:64], p_t, U, V)
-        seconds = best_of(lambda: softmax_attention(q_t, p_t, U, V), repeats, device)
-    rows.append(_row("softmax_attention() H=1", n, L, p, 1, seconds, sdpa[1], matmul))
+        entries[name] = (heads, [lambda e=estimator: e.transform(queries, prompt=prompt)])
+    # the engine function alone (no validation, no host copies), on its
+    # default kernel and on the matmul kernel that was the CPU default before
     for heads in (1, 2):
-        rows.append(_row(f"SDPA H={heads}", n, L, p, heads, sdpa[heads], sdpa[heads], matmul))
-    return rows
+        estimator = estimators[f"softmax H={heads}"]
+        U = torch.as_tensor(estimator.U_, dtype=torch.float32, device=device)
+        V = torch.as_tensor(estimator.V_, dtype=torch.float32, device=device)
+        entries[f"softmax_attention() H={heads}"] = (
+            heads,
+            [lambda U=U, V=V: softmax_attention(q_t, p_t, U, V)],
+        )
+        if heads == 1:
+            entries["matmul kernel H=1"] = (
+                heads,
+                [lambda U=U, V=V: softmax_attention(q_t, p_t, U, V, method="matmul")],
+            )
+    warm_q, warm_np = q_t[:WARM_UP], queries[:WARM_UP]
+    with torch.no_grad():
+        for heads in (1, 2):  # warm-ups: first calls allocate buffers and pools
+            for call in _sdpa_call(warm_q, p_t, heads):
+                call()
+            softmax_attention(warm_q, p_t, *[torch.eye(p, device=device)] * 2)
+        for estimator in estimators.values():
+            estimator.transform(warm_np, prompt=prompt)
+        best = {name: float("inf") for name in entries}
+        for _ in range(_rounds(n, L)):
+            for name, (_, calls) in entries.items():
+                for call in calls:
+                    best[name] = min(best[name], best_of(call, 1, device))
+    matmul = _matmul_gflops(flops_per_head, device, 3)
+    return [
+        _row(name, n, L, p, heads, best[name], best[f"SDPA H={heads}"], matmul)
+        for name, (heads, _) in entries.items()
+    ]
 
 
 def _row(name, n, L, p, heads, seconds, sdpa_seconds, matmul_gflops):

@@ -15,7 +15,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import as_tensor, resolve_device
-from ._threads import one_cpu_thread, predict_in_parts
+from ._fused_attention import fused_kernel_available
+from ._threads import (
+    in_timing_probe,
+    one_cpu_thread,
+    predict_in_parts,
+    threads_for_fused_call,
+)
 from ._training import (
     SOLVERS,
     Selection,
@@ -787,7 +793,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 scores = classifier_scores(
                     trained, queries[batch], prompt, exclude[batch], self.batch_size
                 )
-                if binary and torch.is_grad_enabled():  # a training step, not a final score
+                # a training step: not a final score, not a thread-count probe
+                if binary and torch.is_grad_enabled() and not in_timing_probe():
                     recorded.append({k: v.detach().clone() for k, v in trained.items()})
                 loss = classification_losses(scores, query_targets[batch], binary).mean()
                 if self.alpha:
@@ -854,7 +861,10 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             return classifier_scores(parameters, features[start:stop], prompt, None, chunk)
 
         with torch.no_grad():
-            return torch.cat(predict_in_parts(device, len(X), chunk, scores)).cpu().numpy()
+            if not fused_kernel_available(device, leave_one_out=False):
+                return torch.cat(predict_in_parts(device, len(X), chunk, scores)).cpu().numpy()
+            with threads_for_fused_call(device, len(X) * len(prompt) * self.n_heads):
+                return scores(0, len(X)).cpu().numpy()
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
-from ._threads import one_cpu_thread, predict_in_parts
+from ._threads import one_cpu_thread, predict_in_parts, threads_for_fused_call
 from ._training import (
     Selection,
     TrainingSettings,
@@ -96,6 +96,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
 
     # Whether ``_forward`` evaluates ``_transform_chunk`` queries at a time by itself.
     _engine_chunks_queries = False
+
+    def _fused_scores(self, device, n_queries, prompt_length, leave_one_out) -> int | None:
+        """Scores one fused-kernel call of ``_forward`` computes for these
+        queries, or None when ``_forward`` does not run on the fused kernel
+        (its threads are then chosen by timing chunks)."""
+        return None
 
     # The start partial_fit takes with init="auto": meta-training over tasks
     # needs the selective construction (the linear start is a saddle point).
@@ -766,8 +772,13 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 outputs.append(self._forward(parameters, queries[rows], prompt, left_out))
             return torch.cat(outputs) if outputs else queries[:0]
 
+        fused_scores = self._fused_scores(device, X.shape[0], prompt.shape[0], exclude is not None)
         with torch.no_grad():
-            parts = predict_in_parts(device, X.shape[0], size, denoise)
+            if fused_scores is None:
+                parts = predict_in_parts(device, X.shape[0], size, denoise)
+            else:
+                with threads_for_fused_call(device, fused_scores):
+                    parts = [denoise(0, X.shape[0])]
             return torch.cat(parts).cpu().numpy()
 
 

@@ -5,6 +5,7 @@ import torch
 from sklearn.mixture import GaussianMixture
 
 from ._denoiser_base import AttentionDenoiserBase
+from ._fused_attention import fused_kernel_available
 from ._training import rms_scale
 from ._validation import Count
 from .attention import attention_covariance, combine_heads, softmax_attention
@@ -125,10 +126,12 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         Training queries per Adam step (L-BFGS takes every training query).
     transform_batch_size : int, default=None
         Queries evaluated at once by ``transform``, ``fit_transform``,
-        ``score`` and ``sure`` (memory ``n_heads * transform_batch_size * L``
-        scores). ``None``: as many as fill about 2**24 scores (64 MiB in
-        float32) whatever the prompt length ``L``, fewer for ``sure``, which
-        also holds a ``p x p`` covariance per query and head.
+        ``score`` and ``sure`` where scores are stored (memory
+        ``n_heads * transform_batch_size * L`` scores): the matmul kernel,
+        which takes over from the fused one where that is not exact.
+        ``None``: as many as fill about 2**24 scores (64 MiB in float32)
+        whatever the prompt length ``L``, fewer for ``sure``, which also holds
+        a ``p x p`` covariance per query and head.
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -222,15 +225,18 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     Training runs in float32 on data divided by its root-mean-square (an
     exact symmetry: ``U`` scales by the inverse square), with each training
     query left out of its own prompt. ``transform`` costs
-    ``O(n_queries L n_features n_heads)`` and holds at most
-    ``n_heads * transform_batch_size * L`` scores at once; it computes in the dtype of
-    its input. Training holds about three such blocks per minibatch (the
-    scores, their exponentials and their gradient; 1.2 GB measured for
-    200,000 points of 10 features with 2 heads) and, per query and head, the
-    attention-weighted covariance of the prompt: ``n_heads * batch_size *
-    n_features**2`` floats more (about 1 GB at ``n_features = 500`` with
-    the default ``batch_size``), and training by SURE needs them for its
-    divergence as well.
+    ``O(n_queries L n_features n_heads)``; on CPU and CUDA it runs torch's
+    fused attention kernel, which holds no scores, and elsewhere at most
+    ``n_heads * transform_batch_size * L`` scores at once; it computes in the
+    dtype of its input. Training steps of more than 8 features and fewer than
+    2**23 scores run on the matmul kernel and hold about three such blocks
+    per minibatch (the scores, their exponentials and their gradient); other
+    steps run on the fused kernel, which stores none, but with at most 8
+    features they hold, per query and head, the attention-weighted
+    covariance of the prompt (its closed-form backward). Training by SURE
+    needs that covariance for its divergence at any number of features:
+    ``n_heads * batch_size * n_features**2`` floats more (about 1 GB at
+    ``n_features = 500`` with the default ``batch_size``).
 
     Awkward data gets a correct answer or a clear message (see "Degenerate
     and misspecified data" in the user guide): the data's scale never
@@ -317,6 +323,11 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self.verbose = verbose
 
     _engine_chunks_queries = True
+
+    def _fused_scores(self, device, n_queries, prompt_length, leave_one_out):
+        if not fused_kernel_available(device, leave_one_out):
+            return None
+        return n_queries * prompt_length * self.n_heads
 
     def _parameter_names(self):
         return ("U", "V", "skip") if self.residual else ("U", "V")

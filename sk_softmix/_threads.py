@@ -14,6 +14,16 @@ them slower): training (:func:`cpu_threads_for_training`) times forward
 passes of one step's batch, prediction (:func:`predict_in_parts`) its first
 two chunks of queries.
 
+**By the size of one fused call.** torch's fused attention kernel is a
+single parallel region over independent blocks of queries, with no spinning
+between kernels: on 2 cores it ran 1.9-2x faster on two threads from about
+10 ms of work on one, and next to a busy process it still lost no wall time
+for 1.2x the CPU time (``benchmarks/README.md``, section 1). Below that size
+a second thread costs more than it brings (0.1 ms calls took 7 ms under
+load). :func:`threads_for_fused_call` therefore sizes the pool by the number
+of scores the call computes, ``FUSED_SCORES_PER_THREAD`` per thread, with no
+timed probe: a probe on one thread costs a third of a short prediction.
+
 **Within limits.** torch's CPU kernels run on an OpenMP pool whose size is a
 per-thread setting (``omp_set_num_threads``), read once from
 ``OMP_NUM_THREADS`` at import. The usual limits therefore already reach
@@ -35,6 +45,7 @@ share, ``cpu_count() // (threads of all Dask workers in this process)``, and
 never raises the current count.
 """
 
+import contextvars
 import os
 import sys
 import time
@@ -50,6 +61,10 @@ from threadpoolctl import threadpool_limits
 # time idle but lost under load; steps of 50-290 ms (the Figure 2 denoiser,
 # supervised or by SURE) gained 1.5-2x for no extra CPU time.
 FORWARD_SECONDS_PER_THREAD = 0.01
+
+# One intra-op thread per this many scores of a fused-kernel call: about 8 ms
+# of one 2026 CPU core at p = 2, 13 ms at p = 64 (1.9-3.3 ns per score).
+FUSED_SCORES_PER_THREAD = 4_000_000
 
 
 def _dask_worker_thread_budget() -> int | None:
@@ -100,15 +115,27 @@ def threads_for_seconds(seconds: float, available: int) -> int:
 PARALLEL_SPEEDUP = 1.3
 
 
+_PROBING = contextvars.ContextVar("sk_softmix_thread_probe", default=False)
+
+
+def in_timing_probe() -> bool:
+    """Whether the running forward pass is a thread-count probe rather than a
+    training step: a loss that records its steps must skip it."""
+    return _PROBING.get()
+
+
 def _seconds(run, repeats: int = 2) -> float:
     """Fewest seconds of ``repeats`` runs: one run can lose a time slice to
     another process and look ten times longer than it is."""
     times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        with torch.no_grad():
+    token = _PROBING.set(True)
+    try:
+        for _ in range(repeats):
+            started = time.perf_counter()
             run()
-        times.append(time.perf_counter() - started)
+            times.append(time.perf_counter() - started)
+    finally:
+        _PROBING.reset(token)
     return min(times)
 
 
@@ -126,8 +153,9 @@ def _threads_that_pay(wanted: int, single_seconds: float, run) -> int:
 def cpu_threads_for_training(device: torch.device, forward):
     """Train on as many threads as timed forward passes say the steps pay for.
 
-    ``forward()`` evaluates the training loss of one step's batch without a
-    gradient. It runs on one thread, and, if that took at least
+    ``forward()`` evaluates the training loss of one step's batch with
+    gradients enabled, as the step does (the attention kernel differs with
+    and without them), but runs no backward pass. It runs on one thread, and, if that took at least
     ``FORWARD_SECONDS_PER_THREAD``, again on ``threads_for_seconds`` threads
     (at most ``available``, torch's current count, never raised), which are
     kept if that run was ``PARALLEL_SPEEDUP`` times faster. Timing beats
@@ -193,6 +221,22 @@ def predict_in_parts(device: torch.device, n_queries: int, chunk: int, predict) 
             parts.append(predict(chunk, 2 * chunk))
         parts.append(predict(2 * chunk, n_queries))
         return parts
+    finally:
+        torch.set_num_threads(available)
+
+
+@contextmanager
+def threads_for_fused_call(device: torch.device, n_scores: int):
+    """torch on one thread per ``FUSED_SCORES_PER_THREAD`` scores, at most its
+    current count, for one call of the fused kernel (a no-op on a GPU)."""
+    if device.type != "cpu":
+        yield
+        return
+    limit_threads_in_dask_worker()
+    available = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(available, n_scores // FUSED_SCORES_PER_THREAD)))
+    try:
+        yield
     finally:
         torch.set_num_threads(available)
 

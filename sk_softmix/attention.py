@@ -21,17 +21,24 @@ each query, the index of the token to leave out, or ``-1``.
 import math
 
 import torch
-import torch.nn.functional as F
+
+from ._fused_attention import fused_average, fused_kernel_available
 
 # Above this many features the closed-form backward (which carries the
 # p x p attention-weighted covariance through the forward pass) costs more than
 # letting autograd store the attention weights.
 _CLOSED_FORM_MAX_FEATURES = 8
 
+# With gradients and p > 8, the fused kernel's backward (which recomputes the
+# weights block by block) beat autograd's stored weights only from about this
+# many scores per call on 2 CPU cores: 0.5-0.7x below it (p = 16 and 74, L =
+# 1,500-20,000), 1.35-2.6x at 1e7 scores.
+_FUSED_BACKWARD_MIN_SCORES = 2**23
+
 # Default query chunk: about 2**24 score entries (64 MiB in float32) at a time.
 _DEFAULT_CHUNK_ENTRIES = 2**24
 
-METHODS = ("auto", "matmul", "sdpa", "reference")
+METHODS = ("auto", "sdpa", "matmul", "reference")
 
 
 def softmax_attention(
@@ -59,15 +66,21 @@ def softmax_attention(
     exclude : Tensor of shape (n,), dtype int64, default=None
         Index of a prompt token each query must not attend to, ``-1`` for none.
     batch_size : int, default=None
-        Number of queries evaluated at once; memory holds ``H * batch_size * L``
-        scores. ``None`` picks about 2**24 scores per chunk.
-    method : {"auto", "matmul", "sdpa", "reference"}, default="auto"
-        ``"matmul"``: chunked in-place softmax (fastest on CPU);
-        ``"sdpa"``: :func:`torch.nn.functional.scaled_dot_product_attention`
-        (fused kernels on CUDA); ``"reference"``: the plain formula, one
-        chunk, for tests. ``"auto"`` uses ``"sdpa"`` on CUDA and ``"matmul"``
-        elsewhere. The result is differentiable with respect to ``queries``
-        and ``U``, ``V`` for every method.
+        Queries whose scores the ``"matmul"`` kernel holds at once
+        (``H * batch_size * L`` of them). ``None`` picks about 2**24 scores
+        per chunk. The fused kernel holds no scores and ignores it.
+    method : {"auto", "sdpa", "matmul", "reference"}, default="auto"
+        ``"sdpa"``: torch's fused kernel
+        (:func:`torch.nn.functional.scaled_dot_product_attention`'s flash
+        kernel on the CPU, its memory-efficient kernel on CUDA), called on
+        contiguous 4-D tensors without a mask; ``"matmul"``: scores in chunks,
+        exponentiated in place; ``"reference"``: the plain formula in one
+        block, for tests. ``"auto"`` and ``"sdpa"`` use the fused kernel
+        wherever it is exact (leave-one-out by subtracting each query's own
+        token, on the CPU) and ``"matmul"`` elsewhere: scores that could
+        overflow the dtype, CUDA with ``exclude``, a prompt that requires
+        grad, other devices. The result is differentiable with respect to
+        ``queries`` and ``U``, ``V`` for every method.
 
     Returns
     -------
@@ -84,9 +97,10 @@ def softmax_attention(
     Notes
     -----
     ``T(z) = sum_i softmax_i(z_i^T U z) V z_i`` (eq. 1 of
-    Gabet, Boursier & Boyer, 2026, on the prompt's empirical measure). Memory
-    is ``H * batch_size * L`` scores at a time, time
-    ``O(n L p H)``.
+    Gabet, Boursier & Boyer, 2026, on the prompt's empirical measure). Time
+    ``O(n L p H)``; memory ``O(n p H)`` for the fused kernel, which never
+    writes the scores, plus ``H * batch_size * L`` scores at a time for
+    ``"matmul"``.
 
     Scores are shifted by their maximum before exponentiation, and computed in
     float64 when their a-priori bound ``max ||U z|| max ||z_i||`` would
@@ -113,51 +127,11 @@ def softmax_attention(
     single_head = U.dim() == 2
     U, V = _as_heads(U, V, queries.shape[-1])
     _check_prompt(queries, prompt, exclude)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
-    if method == "auto":
-        method = "sdpa" if queries.device.type == "cuda" else "matmul"
-    if queries.shape[0] == 0:  # nothing to attend from: an empty (H, 0, q) answer
-        out = queries.new_zeros(U.shape[0], 0, V.shape[1])
-        return out[0] if single_head else out
-    # Without gradients, every chunk writes its scores into the same buffer:
-    # a fresh (H, step, L) block per chunk let glibc keep the freed ones
-    # resident (its mmap threshold rises after the first free), so memory
-    # grew with the number of queries instead of staying one chunk.
-    workspace = _Workspace(prompt)
-    # ||U_h z|| <= ||U_h||_F ||z||: one check (one host sync) for every chunk.
-    # Skipped when training: the estimators train on data scaled to unit RMS,
-    # and a training step should not wait on the host.
-    if (
-        method == "sdpa"
-        and not (torch.is_grad_enabled() and any(t.requires_grad for t in (queries, prompt, U, V)))
-        and _may_overflow(
-            U.flatten(1).norm(dim=-1).amax() * queries.norm(dim=-1).amax(),
-            workspace.prompt_norm,
-            queries.dtype,
-        )
-    ):
-        method = "matmul"  # SDPA scores in the input dtype would overflow to NaN
-    if method == "reference":
-        batch_size = queries.shape[0]
-    step = queries_per_chunk(batch_size, U.shape[0], prompt.shape[0])
-
-    outputs = []
-    for start in range(0, queries.shape[0], step):
-        chunk = queries[start : start + step]
-        chunk_exclude = None if exclude is None else exclude[start : start + step]
-        transformed = torch.einsum("hij,nj->hni", U, chunk)  # (H, p, p), (n, p) -> (H, n, p)
-        if method == "matmul" and not (torch.is_grad_enabled() and transformed.requires_grad):
-            with torch.no_grad():
-                mean = _weighted_moments(
-                    transformed, prompt, chunk_exclude, second=False, workspace=workspace
-                )[0]
-        elif method == "sdpa":  # overflow already ruled out for the whole call
-            mean = _sdpa_mean(transformed, prompt, chunk_exclude)
-        else:
-            mean = attention_mean(transformed, prompt, chunk_exclude, method=method)
-        outputs.append(torch.einsum("hqp,hnp->hnq", V, mean))  # V_h applied per head
-    out = torch.cat(outputs, dim=1)
+    n_heads, p = U.shape[0], queries.shape[-1]
+    # U_h z for every head in one (n, p) @ (p, H p) product -> (H, n, p)
+    transformed = (queries @ U.flatten(0, 1).mT).view(-1, n_heads, p).transpose(0, 1)
+    mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)
+    out = mean @ V.mT  # (H, n, p) @ (H, p, q): V_h applied per head
     return out[0] if single_head else out
 
 
@@ -248,7 +222,8 @@ def attention_mean(
     prompt: torch.Tensor,
     exclude: torch.Tensor | None = None,
     *,
-    method: str = "matmul",
+    method: str = "auto",
+    batch_size: int | None = None,
 ) -> torch.Tensor:
     """Softmax-weighted average of the prompt tokens for pre-transformed queries.
 
@@ -261,8 +236,11 @@ def attention_mean(
         The prompt tokens ``z_i``.
     exclude : Tensor of shape (n,), dtype int64, default=None
         Index of a prompt token each query must not attend to, ``-1`` for none.
-    method : {"matmul", "sdpa", "reference"}, default="matmul"
-        As in :func:`softmax_attention` (``"auto"`` is resolved there).
+    method : {"auto", "sdpa", "matmul", "reference"}, default="auto"
+        As in :func:`softmax_attention`.
+    batch_size : int, default=None
+        Queries whose scores the ``"matmul"`` kernel holds at once, as in
+        :func:`softmax_attention`.
 
     Returns
     -------
@@ -278,8 +256,8 @@ def attention_mean(
     -----
     The Jacobian of the average with respect to the transformed query is the
     attention-weighted covariance of the prompt, ``Cov_a = sum_i a_i z_i z_i^T
-    - mean mean^T`` (Section 4 of the paper). For small ``p`` the ``"matmul"`` method
-    computes it in the forward pass and uses it as the backward, which costs
+    - mean mean^T`` (Section 4 of the paper). For ``p <= 8`` the fast kernels
+    compute it in the forward pass and use it as the backward, which costs
     far less than storing the ``(H, n, L)`` weights for autograd.
 
     Examples
@@ -300,22 +278,119 @@ def attention_mean(
     ... )
     True
     """
-    needs_grad = torch.is_grad_enabled() and transformed.requires_grad
-    if method == "sdpa":
-        largest = transformed.norm(dim=-1).amax()
-        if not _may_overflow(largest, prompt.norm(dim=-1).amax(), transformed.dtype):
-            return _sdpa_mean(transformed, prompt, exclude)
-        method = "matmul"  # the fused kernel scores in the input dtype: NaN past its range
-    if method == "reference":
-        scores = _scores(transformed, prompt, exclude)
-        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
-    if not needs_grad:
-        with torch.no_grad():
-            return _weighted_moments(transformed, prompt, exclude, second=False)[0]
-    if prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
-        scores = _scores(transformed, prompt, exclude)
-        return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
-    return _ClosedFormMean.apply(transformed, prompt, exclude)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    if transformed.shape[1] == 0:  # nothing to attend from
+        return transformed.new_zeros(transformed.shape)
+    kernel = _KERNELS[_kernel_name(method, transformed, prompt, exclude)]
+    return kernel(transformed, prompt, exclude, batch_size)
+
+
+# -- the kernels: one average, three ways -------------------------------------
+
+
+def _reference_mean(transformed, prompt, exclude, batch_size=None):
+    """The formula as written, ``softmax(scores) @ prompt``, in one block."""
+    scores = _scores(transformed, prompt, exclude)  # (H, n, L)
+    return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
+
+
+def _matmul_mean(transformed, prompt, exclude, batch_size=None):
+    """Queries in chunks of about 2**24 scores (or ``batch_size``).
+
+    Without gradients each chunk's scores are exponentiated in place in one
+    reused buffer; with them, small ``p`` uses the closed-form backward and
+    larger ``p`` lets autograd store the weights.
+    """
+    step = queries_per_chunk(batch_size, transformed.shape[0], prompt.shape[0])
+    # Every chunk writes its scores into the same buffer: a fresh (H, step, L)
+    # block per chunk let glibc keep the freed ones resident (its mmap
+    # threshold rises after the first free), so memory grew with the number of
+    # queries instead of staying one chunk.
+    workspace = _Workspace(prompt)
+    needs_grad = _needs_grad(transformed, prompt)
+    means = []
+    for start in range(0, transformed.shape[1], step):
+        chunk = transformed[:, start : start + step]
+        chunk_exclude = None if exclude is None else exclude[start : start + step]
+        if not needs_grad:
+            with torch.no_grad():
+                means.append(
+                    _weighted_moments(
+                        chunk, prompt, chunk_exclude, second=False, workspace=workspace
+                    )[0]
+                )
+        elif prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
+            means.append(_reference_mean(chunk, prompt, chunk_exclude))
+        else:
+            means.append(_ClosedFormMean.apply(chunk, prompt, chunk_exclude, False))
+    return torch.cat(means, dim=1)
+
+
+def _sdpa_mean(transformed, prompt, exclude, batch_size=None):
+    """torch's fused kernel (see ``_fused_attention``): no scores block at all.
+
+    Queries whose left-out token dominates their weights are redone by the
+    matmul kernel, exactly.
+    """
+    if _needs_grad(transformed, prompt) and prompt.shape[-1] <= _CLOSED_FORM_MAX_FEATURES:
+        return _ClosedFormMean.apply(transformed, prompt, exclude, True)
+    mean, unstable = fused_average(transformed, prompt, exclude=exclude)
+    return _redo_rows(
+        mean,
+        unstable,
+        lambda rows: _matmul_mean(transformed[:, rows], prompt, exclude[rows], batch_size),
+    )
+
+
+_KERNELS = {"reference": _reference_mean, "matmul": _matmul_mean, "sdpa": _sdpa_mean}
+
+
+def _kernel_name(method, transformed, prompt, exclude):
+    """The one place that picks a kernel.
+
+    ``"auto"`` and ``"sdpa"`` take the fused kernel wherever it gives the
+    exact answer: a CPU or CUDA device (leave-one-out on the CPU only), a
+    prompt that needs no gradient, and scores that cannot overflow the dtype
+    (checked without gradients only: the estimators train on data scaled to
+    unit RMS, and the check is a host sync). Elsewhere ``"matmul"``.
+    """
+    if method in ("reference", "matmul"):
+        return method
+    n_heads, n_queries, p = transformed.shape
+    if (
+        _needs_grad(transformed, prompt)
+        and p > _CLOSED_FORM_MAX_FEATURES
+        and n_heads * n_queries * prompt.shape[0] < _FUSED_BACKWARD_MIN_SCORES
+    ):
+        return "matmul"  # storing a small weights block beats the fused backward
+    fused = (
+        fused_kernel_available(transformed.device, exclude is not None, transformed.dtype, p)
+        and not prompt.requires_grad
+        and (
+            _needs_grad(transformed, prompt)
+            # |z_i . t| <= p max|z_i| max|t|: looser than Cauchy-Schwarz, cheaper
+            or not _may_overflow(
+                transformed.abs().amax() * transformed.shape[-1],
+                prompt.abs().amax(),
+                transformed.dtype,
+            )
+        )
+    )
+    return "sdpa" if fused else "matmul"
+
+
+def _needs_grad(transformed, prompt):
+    """Whether the caller will differentiate: the one definition every kernel uses."""
+    return torch.is_grad_enabled() and (transformed.requires_grad or prompt.requires_grad)
+
+
+def _redo_rows(result, unstable, recompute):
+    """``result`` with the rows flagged ``unstable`` (on axis 1) replaced by ``recompute(rows)``."""
+    if unstable is None or not bool(unstable.any()):
+        return result
+    rows = unstable.nonzero().squeeze(1)
+    return result.index_copy(1, rows, recompute(rows).to(result.dtype))
 
 
 def attention_covariance(
@@ -375,19 +450,56 @@ def attention_covariance(
     >>> torch.allclose(jacobian.reshape(2, 2), covariance[0, 0])
     True
     """
-    if not (torch.is_grad_enabled() and transformed.requires_grad):
-        with torch.no_grad():
-            return _weighted_moments(transformed, prompt, exclude, second=True)
-    weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
-    return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
+    return _moments(
+        transformed, prompt, exclude, fused=_fused_moments_apply(transformed, prompt, exclude)
+    )
+
+
+def _fused_moments_apply(transformed, prompt, exclude):
+    """Whether the fused kernel computes the two moments: small ``p`` (the
+    values are ``p + p^2`` wide), and the conditions of ``_kernel_name``."""
+    return (
+        prompt.shape[-1] <= _CLOSED_FORM_MAX_FEATURES
+        and transformed.shape[1] > 0
+        and _kernel_name("auto", transformed, prompt, exclude) == "sdpa"
+    )
+
+
+def _moments(transformed, prompt, exclude, *, fused):
+    """Attention-weighted mean and covariance, by the fused kernel or by matmul;
+    differentiable with respect to ``transformed`` when it requires grad."""
+    if not fused:
+        if not _needs_grad(transformed, prompt):
+            with torch.no_grad():
+                return _weighted_moments(transformed, prompt, exclude, second=True)
+        weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
+        return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
+    centre = prompt.mean(dim=0)
+    centred = prompt - centre  # moments about the centre: no cancellation far from 0
+    p = prompt.shape[-1]
+    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
+    moments, unstable = fused_average(
+        transformed, prompt, torch.cat([centred, products], dim=-1), exclude, centre
+    )
+
+    def exact_rows(rows):
+        mean, covariance = _moments(transformed[:, rows], prompt, exclude[rows], fused=False)
+        offset = mean - centre  # the fused layout: [m - c, Cov + (m - c)(m - c)^T]
+        second = covariance + offset.unsqueeze(-1) * offset.unsqueeze(-2)
+        return torch.cat([offset, second.flatten(-2)], dim=-1)
+
+    moments = _redo_rows(moments, unstable, exact_rows)
+    mean = moments[..., :p]
+    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+    return mean + centre, covariance
 
 
 class _ClosedFormMean(torch.autograd.Function):
     """Softmax-weighted mean whose backward is ``Cov_a @ grad``: no weights stored."""
 
     @staticmethod
-    def forward(ctx, transformed, prompt, exclude):
-        mean, covariance = _weighted_moments(transformed, prompt, exclude, second=True)
+    def forward(ctx, transformed, prompt, exclude, fused):
+        mean, covariance = _moments(transformed, prompt, exclude, fused=fused)
         ctx.save_for_backward(covariance)
         return mean
 
@@ -395,7 +507,7 @@ class _ClosedFormMean(torch.autograd.Function):
     def backward(ctx, grad_mean):
         (covariance,) = ctx.saved_tensors
         # (H, n, p, p) @ (H, n, p, 1): the covariance is symmetric, so J^T g = J g
-        return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None
+        return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None, None
 
 
 def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None):
@@ -426,14 +538,6 @@ def _mean_and_covariance(weights, total, prompt, dtype):
     return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
 
 
-def _sdpa_mean(transformed, prompt, exclude):
-    """The fused kernel's softmax-weighted mean; scores must fit the dtype."""
-    keys = prompt.expand(transformed.shape[0], *prompt.shape)
-    return F.scaled_dot_product_attention(
-        transformed, keys, keys, attn_mask=_keep_mask(transformed, prompt, exclude), scale=1.0
-    )
-
-
 def _may_overflow(transformed_norm_bound, prompt_norm_bound, dtype):
     """Whether a score ``z_i . (U z)`` can leave ``dtype``'s range (Cauchy-Schwarz)."""
     return bool(transformed_norm_bound * prompt_norm_bound > torch.finfo(dtype).max / 4)
@@ -447,8 +551,9 @@ def _scores(transformed, prompt, exclude, workspace=None):
     """
     dtype = transformed.dtype
     # Not while training: the estimators train on data scaled to unit RMS, and
-    # the check is a host sync (a GPU stall per step).
-    training = torch.is_grad_enabled() and transformed.requires_grad
+    # the check is a host sync (a GPU stall per step). ``requires_grad`` and
+    # not the grad mode: the closed-form backward's forward runs without it.
+    training = transformed.requires_grad
     # the workspace's prompt norm: an O(L) temporary per chunk fragments the heap
     prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
     if not training and _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
@@ -534,16 +639,6 @@ class _Workspace:
         if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
             buffer = self.buffer = torch.empty(size, dtype=dtype, device=device)
         return buffer[:size].view(shape)
-
-
-def _keep_mask(transformed, prompt, exclude):
-    if exclude is None:
-        return None
-    n_queries = transformed.shape[1]
-    keep = torch.ones(n_queries, prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    # -1 (leave nothing out) rewrites column 0 with True: no host-side row selection
-    keep[torch.arange(n_queries, device=keep.device), exclude.clamp(min=0)] = exclude < 0
-    return keep
 
 
 def _as_heads(U, V, n_features):

@@ -158,8 +158,18 @@ class _HostSyncCounter:
 
 @pytest.fixture
 def cuda_code_path(monkeypatch):
-    """The estimators' attention as on a GPU (SDPA), with host syncs counted."""
+    """The estimators' attention as on a GPU (SDPA), with host syncs counted.
+
+    CUDA's fused kernel has no leave-one-out (no log-sum-exp), so training
+    there runs on the matmul kernel: the CPU's rule is swapped for CUDA's.
+    """
     as_on_cuda = functools.partial(attention.softmax_attention, method="sdpa")
+    cuda_rule = attention.fused_kernel_available
+    monkeypatch.setattr(
+        attention,
+        "fused_kernel_available",
+        lambda device, *args: cuda_rule(torch.device("cuda"), *args),
+    )
     monkeypatch.setattr(softmax_denoiser_module, "softmax_attention", as_on_cuda)
     monkeypatch.setattr(classifier_module, "softmax_attention", as_on_cuda)
     return _HostSyncCounter(monkeypatch)

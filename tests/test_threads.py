@@ -21,6 +21,7 @@ from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix._threads import (
     FORWARD_SECONDS_PER_THREAD,
     cpu_threads_for_training,
+    in_timing_probe,
     one_cpu_thread,
     predict_in_parts,
     threads_for_seconds,
@@ -73,11 +74,14 @@ def test_training_threads_follow_the_timed_forward_pass(two_threads):
 
     def forward():
         seen.append(torch.get_num_threads())  # timed on one thread
-        assert not torch.is_grad_enabled()
+        # with gradients, as a step runs (the attention kernel differs), and
+        # flagged so that a loss recording its steps skips it
+        assert torch.is_grad_enabled() and in_timing_probe()
 
     with cpu_threads_for_training(CPU, forward):
         assert torch.get_num_threads() == 1  # a forward pass of no time
     assert set(seen) == {1}
+    assert not in_timing_probe()
     long_step = 2.5 * FORWARD_SECONDS_PER_THREAD
     with cpu_threads_for_training(CPU, sleeping(long_step, parallel=True)):
         assert torch.get_num_threads() == 2
@@ -153,6 +157,7 @@ def test_classifier_trains_and_predicts_iris_on_one_thread(two_threads, monkeypa
     model.predict(X)
     assert n_fit > 0 and len(seen) > n_fit
     assert set(seen) == {1}
+    assert not in_timing_probe()
     assert torch.get_num_threads() == 2
 
 
@@ -166,6 +171,7 @@ def test_denoiser_trains_and_transforms_small_data_on_one_thread(two_threads, mo
     model.sure(Z)
     assert n_fit > 0 and len(seen) > n_fit
     assert set(seen) == {1}
+    assert not in_timing_probe()
     assert torch.get_num_threads() == 2
 
 

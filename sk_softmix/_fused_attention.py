@@ -1,0 +1,137 @@
+"""torch's fused attention kernel, called the way it is fastest.
+
+``torch.nn.functional.scaled_dot_product_attention`` has fused kernels (flash
+attention on the CPU, the memory-efficient kernel on CUDA) that compute
+``softmax(q k^T) v`` block by block and never write the ``(n, L)`` scores.
+They are fastest on contiguous 4-D inputs with the heads batched and no mask:
+a boolean mask, stride-0 3-D inputs or query chunks of a thousand rows made
+the CPU kernel 3-8x slower (benchmarks/README.md, section 1).
+
+The package needs two things the plain kernel does not give:
+
+- **Leaving one token out** (a training query must not attend to its own copy
+  in the prompt). Instead of a mask, the CPU kernel's log-sum-exp gives each
+  query's weight on its own token, ``a_j = exp(s_j - lse)``, and removing
+  that token is ``(out - a_j v_j) / (1 - a_j)``. The division loses the
+  precision of ``1 - a_j``, so rows where ``a_j > 1/2`` are reported back for
+  an exact recomputation; elsewhere the error is at most twice the kernel's.
+- **The weighted covariance** (the Jacobian of the average). Values
+  ``[z_i, z_i z_i^T]`` give the first two moments in one pass; the queries
+  and keys are padded with zero columns to the values' width, which the
+  kernel requires and which leaves every score unchanged.
+"""
+
+import torch
+import torch.nn.functional as F
+
+# A query whose own token holds more than this share of its weight is
+# recomputed exactly: the removal divides by 1 - a_j <= 1/2 at worst.
+_LARGEST_REMOVABLE_WEIGHT = 0.5
+
+
+# CUDA's memory-efficient kernel takes these dtypes and head sizes; outside
+# them SDPA falls back to its unfused math path, which would hold every
+# (n, L) score of the call at once.
+_CUDA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_CUDA_MAX_WIDTH = 256
+
+
+def fused_kernel_available(
+    device: torch.device, leave_one_out: bool, dtype=torch.float32, width: int = 0
+) -> bool:
+    """Whether :func:`fused_average` runs on ``device`` for values ``width`` wide.
+
+    CUDA's kernels return no log-sum-exp through a public call, so leaving a
+    token out there goes through the chunked matmul path instead, as do
+    float64 and wide values.
+    """
+    if device.type == "cpu":
+        return True
+    return (
+        device.type == "cuda"
+        and not leave_one_out
+        and dtype in _CUDA_DTYPES
+        and width <= _CUDA_MAX_WIDTH
+    )
+
+
+def fused_average(transformed, keys, values=None, exclude=None, centre=None):
+    """Softmax-weighted average of ``values`` with weights ``softmax_i(k_i . t)``.
+
+    Parameters
+    ----------
+    transformed : Tensor of shape (H, n, p)
+        ``U_h z`` per head and query; ``n >= 1``.
+    keys : Tensor of shape (L, p)
+        The prompt tokens.
+    values : Tensor of shape (L, w), default=None
+        What is averaged; ``None`` means the keys. Other values must begin
+        with the ``p`` columns ``keys - centre``.
+    exclude : Tensor of shape (n,), default=None
+        A token index per query to leave out, ``-1`` for none.
+    centre : Tensor of shape (p,), default=None
+        What ``values`` subtract from the keys in their first columns.
+
+    Returns
+    -------
+    average : Tensor of shape (H, n, w)
+    unstable : Tensor of shape (n,), dtype bool, or None
+        Queries whose left-out token held more than half of their weight in
+        some head: their ``average`` rows are not exact and must be
+        recomputed. ``None`` without ``exclude``.
+    """
+    n_heads, n_queries, p = transformed.shape
+    values = keys if values is None else values
+    width = values.shape[-1]
+    queries, keys_padded = transformed, keys
+    if width > p:  # zero columns: the scores stay those of the first p
+        queries = F.pad(transformed, (0, width - p))
+        keys_padded = F.pad(keys, (0, width - p))
+    if transformed.device.type == "cuda":
+        return _cuda_average(queries, keys_padded, values, n_heads), None
+    grid = (1, n_heads, keys.shape[0], width)
+    average, log_total = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        queries.unsqueeze(0).contiguous(),
+        keys_padded.expand(grid),
+        values.expand(grid),
+        0.0,  # dropout
+        False,  # causal
+        scale=1.0,  # no 1/sqrt(p) temperature: U carries the scale
+    )
+    average, log_total = average[0], log_total[0]  # (H, n, w), (H, n)
+    if exclude is None:
+        return average, None
+    if torch.is_grad_enabled() and transformed.requires_grad:
+        # The kernel's log-sum-exp carries no gradient; d lse / d t is the
+        # weighted mean of the keys: the average's first p columns.
+        key_mean = average[..., :p].detach()
+        if centre is not None:
+            key_mean = key_mean + centre
+        log_total = log_total.detach() + ((transformed - transformed.detach()) * key_mean).sum(-1)
+    left_out = exclude >= 0
+    token = exclude.clamp(min=0)
+    own_score = (transformed * keys[token]).sum(-1)  # (H, n): s_j = z_j . U z
+    own_weight = torch.exp(own_score - log_total) * left_out  # (H, n): a_j, 0 if none
+    # clamp only matters for unstable rows, which the caller replaces
+    kept = (1 - own_weight).clamp(min=1 - _LARGEST_REMOVABLE_WEIGHT).unsqueeze(-1)
+    average = (average - own_weight.unsqueeze(-1) * values[token]) / kept
+    unstable = (own_weight > _LARGEST_REMOVABLE_WEIGHT).any(dim=0)
+    return average, unstable
+
+
+def _cuda_average(queries, keys, values, n_heads):
+    """CUDA: ``F.scaled_dot_product_attention`` on contiguous 4-D tensors.
+
+    The memory-efficient kernel wants a head size that is a multiple of 8;
+    zero columns pad to it without changing scores or values.
+    """
+    width = values.shape[-1]
+    padded = -(-max(width, queries.shape[-1]) // 8) * 8
+    grid = (1, n_heads, keys.shape[0], padded)
+    average = F.scaled_dot_product_attention(
+        F.pad(queries, (0, padded - queries.shape[-1])).unsqueeze(0).contiguous(),
+        F.pad(keys, (0, padded - keys.shape[-1])).expand(grid).contiguous(),
+        F.pad(values, (0, padded - width)).expand(grid).contiguous(),
+        scale=1.0,
+    )
+    return average[0, ..., :width]
