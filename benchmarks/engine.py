@@ -98,8 +98,9 @@ def _sdpa_call(queries, prompt, n_heads):
 
 
 def _rounds(n, L):
-    """Timing rounds: every entry once per round, interleaved, best kept."""
-    return 5 if n * L <= 10_000_000 else 2 if n * L <= 1_000_000_000 else 1
+    """Timing rounds: every entry once per round, interleaved, best kept
+    (15 for calls of about 10 ms, whose spread on a shared machine is 10%)."""
+    return 15 if n * L <= 10_000_000 else 3 if n * L <= 1_000_000_000 else 1
 
 
 def measure_shape(n, L, p, device):

@@ -18,6 +18,7 @@ from ._device import as_tensor, resolve_device
 from ._fused_attention import fused_kernel_available
 from ._threads import (
     in_timing_probe,
+    numpy_blas_threads_for,
     one_cpu_thread,
     predict_in_parts,
     threads_for_fused_call,
@@ -428,7 +429,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         self : object
             The fitted classifier.
         """
-        with unchanged_on_error(self):
+        with unchanged_on_error(self), numpy_blas_threads_for(X):
             self._fit(X, y)
         return self
 

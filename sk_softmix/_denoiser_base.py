@@ -18,7 +18,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
-from ._threads import one_cpu_thread, predict_in_parts, threads_for_fused_call
+from ._threads import (
+    numpy_blas_threads_for,
+    one_cpu_thread,
+    predict_in_parts,
+    threads_for_fused_call,
+)
 from ._training import (
     Selection,
     TrainingSettings,
@@ -188,7 +193,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         >>> bool(np.mean((denoiser.transform(Z) - X) ** 2) < np.mean((Z - X) ** 2))
         True
         """
-        with unchanged_on_error(self):
+        with unchanged_on_error(self), numpy_blas_threads_for(X):
             self._fit(X, y)
         return self
 
@@ -293,7 +298,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         # scikit-learn skips parameter validation on partial_fit once fitted;
         # set_params between tasks is how a schedule is set, so check anyway.
         self._validate_params()
-        with unchanged_on_error(self):
+        with unchanged_on_error(self), numpy_blas_threads_for(X):
             self._fit(X, y, partial=True)
         return self
 

@@ -35,6 +35,10 @@ _LARGEST_REMOVABLE_WEIGHT = 0.5
 _CUDA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _CUDA_MAX_WIDTH = 256
 
+# The CPU flash kernel with its log-sum-exp, an ATen operator since torch 2.2
+# (the oldest torch the package supports); without it the matmul path runs.
+_CPU_KERNEL_EXISTS = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+
 
 def fused_kernel_available(
     device: torch.device, leave_one_out: bool, dtype=torch.float32, width: int = 0
@@ -46,7 +50,7 @@ def fused_kernel_available(
     float64 and wide values.
     """
     if device.type == "cpu":
-        return True
+        return _CPU_KERNEL_EXISTS
     return (
         device.type == "cuda"
         and not leave_one_out

@@ -228,12 +228,12 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     ``O(n_queries L n_features n_heads)``; on CPU and CUDA it runs torch's
     fused attention kernel, which holds no scores, and elsewhere at most
     ``n_heads * transform_batch_size * L`` scores at once; it computes in the
-    dtype of its input. Training steps of more than 8 features and fewer than
-    2**23 scores run on the matmul kernel and hold about three such blocks
-    per minibatch (the scores, their exponentials and their gradient); other
-    steps run on the fused kernel, which stores none, but with at most 8
-    features they hold, per query and head, the attention-weighted
-    covariance of the prompt (its closed-form backward). Training by SURE
+    dtype of its input. Training steps of more than 8 features run on the
+    matmul kernel on the CPU and hold about three such blocks per minibatch
+    (the scores, their exponentials and their gradient); with at most 8 they
+    run on the fused kernel, which stores no scores but holds, per query and
+    head, the attention-weighted covariance of the prompt (its closed-form
+    backward). Training by SURE
     needs that covariance for its divergence at any number of features:
     ``n_heads * batch_size * n_features**2`` floats more (about 1 GB at
     ``n_features = 500`` with the default ``batch_size``).

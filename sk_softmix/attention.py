@@ -29,12 +29,6 @@ from ._fused_attention import fused_average, fused_kernel_available
 # letting autograd store the attention weights.
 _CLOSED_FORM_MAX_FEATURES = 8
 
-# With gradients and p > 8, the fused kernel's backward (which recomputes the
-# weights block by block) beat autograd's stored weights only from about this
-# many scores per call on 2 CPU cores: 0.5-0.7x below it (p = 16 and 74, L =
-# 1,500-20,000), 1.35-2.6x at 1e7 scores.
-_FUSED_BACKWARD_MIN_SCORES = 2**23
-
 # Default query chunk: about 2**24 score entries (64 MiB in float32) at a time.
 _DEFAULT_CHUNK_ENTRIES = 2**24
 
@@ -357,13 +351,17 @@ def _kernel_name(method, transformed, prompt, exclude):
     """
     if method in ("reference", "matmul"):
         return method
-    n_heads, n_queries, p = transformed.shape
+    p = transformed.shape[-1]
     if (
         _needs_grad(transformed, prompt)
         and p > _CLOSED_FORM_MAX_FEATURES
-        and n_heads * n_queries * prompt.shape[0] < _FUSED_BACKWARD_MIN_SCORES
+        and (transformed.device.type == "cpu")
     ):
-        return "matmul"  # storing a small weights block beats the fused backward
+        # On the CPU the fused backward (which recomputes the weights block by
+        # block) lost to autograd through stored weights in the training
+        # batch's chunks of 256 queries: it took 1.2-1.9x as long at p = 12-74,
+        # L = 1,500-20,000 (the classifier's L-BFGS fit on C2: 4.5 s, not 2.9 s).
+        return "matmul"
     fused = (
         fused_kernel_available(transformed.device, exclude is not None, transformed.dtype, p)
         and not prompt.requires_grad

@@ -183,3 +183,21 @@ def test_import_keeps_plotting_the_study_and_dataframes_off_the_path():
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert loaded == "[]"
+
+
+def test_small_fits_run_numpy_blas_on_one_thread():
+    from threadpoolctl import threadpool_info
+
+    from sk_softmix._threads import BLAS_PRODUCTS_FOR_THREADS, numpy_blas_threads_for
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    with numpy_blas_threads_for(np.zeros((455, 30))):
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    n_features = 100
+    large = np.broadcast_to(0.0, (BLAS_PRODUCTS_FOR_THREADS // n_features**2, n_features))
+    with numpy_blas_threads_for(large):
+        assert blas_threads() == before  # a large problem keeps the pool
