@@ -463,13 +463,15 @@ def _fused_moments_apply(transformed, prompt, exclude):
     )
 
 
-def _moments(transformed, prompt, exclude, *, fused):
+def _moments(transformed, prompt, exclude, *, fused, training=None):
     """Attention-weighted mean and covariance, by the fused kernel or by matmul;
     differentiable with respect to ``transformed`` when it requires grad."""
     if not fused:
         if not _needs_grad(transformed, prompt):
             with torch.no_grad():
-                return _weighted_moments(transformed, prompt, exclude, second=True)
+                return _weighted_moments(
+                    transformed, prompt, exclude, second=True, training=training
+                )
         weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
         return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
     centre = prompt.mean(dim=0)
@@ -481,7 +483,9 @@ def _moments(transformed, prompt, exclude, *, fused):
     )
 
     def exact_rows(rows):
-        mean, covariance = _moments(transformed[:, rows], prompt, exclude[rows], fused=False)
+        mean, covariance = _moments(
+            transformed[:, rows], prompt, exclude[rows], fused=False, training=training
+        )
         offset = mean - centre  # the fused layout: [m - c, Cov + (m - c)(m - c)^T]
         second = covariance + offset.unsqueeze(-1) * offset.unsqueeze(-2)
         return torch.cat([offset, second.flatten(-2)], dim=-1)
@@ -497,7 +501,8 @@ class _ClosedFormMean(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, transformed, prompt, exclude, fused):
-        mean, covariance = _moments(transformed, prompt, exclude, fused=fused)
+        # grad mode is off in here, but this is a training step (see _scores)
+        mean, covariance = _moments(transformed, prompt, exclude, fused=fused, training=True)
         ctx.save_for_backward(covariance)
         return mean
 
@@ -508,9 +513,9 @@ class _ClosedFormMean(torch.autograd.Function):
         return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None, None
 
 
-def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None):
+def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None, training=None):
     """Softmax weights exponentiated in place, then one matmul for the moments."""
-    scores = _scores(transformed, prompt, exclude, workspace)  # (H, n, L)
+    scores = _scores(transformed, prompt, exclude, workspace, training)  # (H, n, L)
     scores -= scores.amax(dim=-1, keepdim=True)
     weights = scores.exp_()  # unnormalised, in (0, 1]
     total = weights.sum(dim=-1, keepdim=True)  # (H, n, 1), >= 1
@@ -541,7 +546,7 @@ def _may_overflow(transformed_norm_bound, prompt_norm_bound, dtype):
     return bool(transformed_norm_bound * prompt_norm_bound > torch.finfo(dtype).max / 4)
 
 
-def _scores(transformed, prompt, exclude, workspace=None):
+def _scores(transformed, prompt, exclude, workspace=None, training=None):
     """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L).
 
     With a ``workspace`` the scores are written into its buffer, which the
@@ -549,9 +554,10 @@ def _scores(transformed, prompt, exclude, workspace=None):
     """
     dtype = transformed.dtype
     # Not while training: the estimators train on data scaled to unit RMS, and
-    # the check is a host sync (a GPU stall per step). ``requires_grad`` and
-    # not the grad mode: the closed-form backward's forward runs without it.
-    training = transformed.requires_grad
+    # the check is a host sync (a GPU stall per step). The closed-form
+    # backward's forward runs with grad mode off and says so itself.
+    if training is None:
+        training = torch.is_grad_enabled() and transformed.requires_grad
     # the workspace's prompt norm: an O(L) temporary per chunk fragments the heap
     prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
     if not training and _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):

@@ -172,3 +172,13 @@ def test_fit_transform_leave_one_out_matches_the_reference_kernel(monkeypatch):
     monkeypatch.setattr(attention, "_kernel_name", lambda *args: "reference")
     reference = denoiser._denoise(X, exclude=np.arange(len(X)))
     np.testing.assert_allclose(fused, reference, rtol=1e-10, atol=1e-10)
+
+
+def test_overflow_guard_holds_under_no_grad_for_tensors_that_require_grad():
+    # only a training step skips the overflow check; a tensor that requires
+    # grad, evaluated under no_grad, is not one
+    prompt = torch.tensor([[1e20, 0.0], [0.0, 1e20]])
+    query = prompt[None, :1].clone().requires_grad_()
+    with torch.no_grad():
+        mean = attention_mean(query, prompt)
+    torch.testing.assert_close(mean, prompt[None, :1])
