@@ -20,8 +20,7 @@ from ._threads import (
     in_timing_probe,
     numpy_blas_threads_for,
     one_cpu_thread,
-    predict_in_parts,
-    threads_for_fused_call,
+    predict_on_threads,
 )
 from ._training import (
     SOLVERS,
@@ -861,11 +860,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             # the engine chunks the queries, reusing one scores buffer
             return classifier_scores(parameters, features[start:stop], prompt, None, chunk)
 
+        fused_scores = len(X) * len(prompt) * self.n_heads
+        if not fused_kernel_available(device, leave_one_out=False):
+            fused_scores = None
         with torch.no_grad():
-            if not fused_kernel_available(device, leave_one_out=False):
-                return torch.cat(predict_in_parts(device, len(X), chunk, scores)).cpu().numpy()
-            with threads_for_fused_call(device, len(X) * len(prompt) * self.n_heads):
-                return scores(0, len(X)).cpu().numpy()
+            return predict_on_threads(device, len(X), chunk, scores, fused_scores).cpu().numpy()
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

@@ -22,7 +22,7 @@ from ._threads import (
     numpy_blas_threads_for,
     one_cpu_thread,
     predict_in_parts,
-    threads_for_fused_call,
+    predict_on_threads,
 )
 from ._training import (
     Selection,
@@ -779,12 +779,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
 
         fused_scores = self._fused_scores(device, X.shape[0], prompt.shape[0], exclude is not None)
         with torch.no_grad():
-            if fused_scores is None:
-                parts = predict_in_parts(device, X.shape[0], size, denoise)
-            else:
-                with threads_for_fused_call(device, fused_scores):
-                    parts = [denoise(0, X.shape[0])]
-            return torch.cat(parts).cpu().numpy()
+            return predict_on_threads(device, X.shape[0], size, denoise, fused_scores).cpu().numpy()
 
 
 def stein_risk(denoised, queries, divergence, noise_variance):

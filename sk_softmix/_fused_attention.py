@@ -87,17 +87,24 @@ def fused_average(transformed, keys, values=None, exclude=None, centre=None):
     n_heads, n_queries, p = transformed.shape
     values = keys if values is None else values
     width = values.shape[-1]
-    queries, keys_padded = transformed, keys
-    if width > p:  # zero columns: the scores stay those of the first p
-        queries = F.pad(transformed, (0, width - p))
-        keys_padded = F.pad(keys, (0, width - p))
-    if transformed.device.type == "cuda":
-        return _cuda_average(queries, keys_padded, values, n_heads), None
-    grid = (1, n_heads, keys.shape[0], width)
+    on_cuda = transformed.device.type == "cuda"
+    # The kernels take one head size for queries, keys and values; CUDA's
+    # memory-efficient kernel wants a multiple of 8. Zero columns pad to it:
+    # the scores stay those of the first p columns, the extra outputs are 0.
+    size = -(-width // 8) * 8 if on_cuda else width
+    grid = (1, n_heads, keys.shape[0], size)
+    queries = _zero_columns_to(transformed, size).unsqueeze(0).contiguous()
+    keys_padded = _zero_columns_to(keys, size).expand(grid)
+    values_padded = _zero_columns_to(values, size).expand(grid)
+    if on_cuda:
+        average = F.scaled_dot_product_attention(
+            queries, keys_padded.contiguous(), values_padded.contiguous(), scale=1.0
+        )
+        return average[0, ..., :width], None
     average, log_total = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        queries.unsqueeze(0).contiguous(),
-        keys_padded.expand(grid),
-        values.expand(grid),
+        queries,
+        keys_padded,
+        values_padded,
         0.0,  # dropout
         False,  # causal
         scale=1.0,  # no 1/sqrt(p) temperature: U carries the scale
@@ -123,19 +130,8 @@ def fused_average(transformed, keys, values=None, exclude=None, centre=None):
     return average, unstable
 
 
-def _cuda_average(queries, keys, values, n_heads):
-    """CUDA: ``F.scaled_dot_product_attention`` on contiguous 4-D tensors.
-
-    The memory-efficient kernel wants a head size that is a multiple of 8;
-    zero columns pad to it without changing scores or values.
-    """
-    width = values.shape[-1]
-    padded = -(-max(width, queries.shape[-1]) // 8) * 8
-    grid = (1, n_heads, keys.shape[0], padded)
-    average = F.scaled_dot_product_attention(
-        F.pad(queries, (0, padded - queries.shape[-1])).unsqueeze(0).contiguous(),
-        F.pad(keys, (0, padded - keys.shape[-1])).expand(grid).contiguous(),
-        F.pad(values, (0, padded - width)).expand(grid).contiguous(),
-        scale=1.0,
-    )
-    return average[0, ..., :width]
+def _zero_columns_to(tensor, size):
+    """``tensor`` widened to ``size`` columns with zeros; itself, uncopied, if
+    already that wide (a prompt of 10^6 tokens is not copied per call)."""
+    extra = size - tensor.shape[-1]
+    return F.pad(tensor, (0, extra)) if extra else tensor

@@ -225,6 +225,19 @@ def predict_in_parts(device: torch.device, n_queries: int, chunk: int, predict) 
         torch.set_num_threads(available)
 
 
+def predict_on_threads(device, n_queries: int, chunk: int, predict, fused_scores=None):
+    """``predict(start, stop)`` over every query, as one tensor.
+
+    On the fused kernel (``fused_scores``, the scores of the whole call, not
+    None) in one call on :func:`threads_for_fused_call`'s threads; otherwise
+    in parts on the threads :func:`predict_in_parts` times.
+    """
+    if fused_scores is None:
+        return torch.cat(predict_in_parts(device, n_queries, chunk, predict))
+    with threads_for_fused_call(device, fused_scores):
+        return predict(0, n_queries)
+
+
 @contextmanager
 def threads_for_fused_call(device: torch.device, n_scores: int):
     """torch on one thread per ``FUSED_SCORES_PER_THREAD`` scores, at most its

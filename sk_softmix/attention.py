@@ -474,26 +474,15 @@ def _moments(transformed, prompt, exclude, *, fused, training=None):
                 )
         weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
         return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
-    centre = prompt.mean(dim=0)
-    centred = prompt - centre  # moments about the centre: no cancellation far from 0
-    p = prompt.shape[-1]
-    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
-    moments, unstable = fused_average(
-        transformed, prompt, torch.cat([centred, products], dim=-1), exclude, centre
-    )
+    centre, values = _moment_values(prompt, transformed.dtype)
+    moments, unstable = fused_average(transformed, prompt, values, exclude, centre)
 
-    def exact_rows(rows):
-        mean, covariance = _moments(
-            transformed[:, rows], prompt, exclude[rows], fused=False, training=training
-        )
-        offset = mean - centre  # the fused layout: [m - c, Cov + (m - c)(m - c)^T]
-        second = covariance + offset.unsqueeze(-1) * offset.unsqueeze(-2)
-        return torch.cat([offset, second.flatten(-2)], dim=-1)
+    def exact_rows(rows):  # the same averages under weights computed exactly
+        scores = _scores(transformed[:, rows], prompt, exclude[rows], training=training)
+        return (torch.softmax(scores, dim=-1) @ values.to(scores.dtype)).to(moments.dtype)
 
     moments = _redo_rows(moments, unstable, exact_rows)
-    mean = moments[..., :p]
-    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
-    return mean + centre, covariance
+    return _mean_and_covariance_of(moments, centre, transformed.dtype)
 
 
 class _ClosedFormMean(torch.autograd.Function):
@@ -526,16 +515,26 @@ def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None, t
 
 
 def _mean_and_covariance(weights, total, prompt, dtype):
-    """Mean and covariance of the prompt under the weights ``weights / total``.
+    """Mean and covariance of the prompt under the weights ``weights / total``."""
+    centre, values = _moment_values(prompt, weights.dtype)
+    return _mean_and_covariance_of((weights @ values) / total, centre, dtype)
 
-    Moments are taken about the prompt's centre, so the covariance does not
-    suffer cancellation when the data sit far from the origin.
-    """
+
+def _moment_values(prompt, dtype):
+    """The prompt's centre ``c`` and, per token, ``[z - c, (z - c)(z - c)^T]``
+    flattened, (L, p + p^2) in ``dtype``. Averaged under attention weights
+    they give the first two moments about ``c``, so the covariance does not
+    suffer cancellation when the data sit far from the origin."""
     centre = prompt.mean(dim=0)
-    centred = (prompt - centre).to(weights.dtype)  # (L, p)
+    centred = (prompt - centre).to(dtype)
     p = prompt.shape[-1]
-    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)  # (L, p*p)
-    moments = (weights @ torch.cat([centred, products], dim=-1)) / total  # (H, n, p + p*p)
+    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
+    return centre, torch.cat([centred, products], dim=-1)
+
+
+def _mean_and_covariance_of(moments, centre, dtype):
+    """Mean and covariance from the averaged ``_moment_values``, (H, n, p + p^2)."""
+    p = centre.shape[-1]
     mean = moments[..., :p]
     covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
     return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
