@@ -51,6 +51,13 @@ def targets(results, quick, device):
                 "measured": f"min {worst['speed_vs_sdpa']:.2f}x ({worst['entry']}, n="
                 f"{worst['n_queries']}, L={worst['prompt_length']}, p={worst['n_features']})",
             }
+    repeats = [r for r in engine_rows if r["entry"] == "SDPA H=1 again"]
+    if repeats:
+        ratios = [r["speed_vs_sdpa"] for r in repeats]
+        found["(timing noise: SDPA against itself)"] = {
+            "met": None,
+            "measured": f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} shapes",
+        }
     memory_rows = [r for r in results.get("memory", {}).get("rows", [])]
     if memory_rows:
         worst = max(memory_rows, key=lambda r: r["ratio_to_smallest_n"])

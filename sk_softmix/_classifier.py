@@ -33,9 +33,11 @@ from ._training import (
     validation_split,
 )
 from ._validation import (
+    FLOAT_DTYPES,
     Count,
     choose_prompt,
     prompt_positions,
+    torch_dtype_of,
     unchanged_on_error,
     unstandardised_features,
 )
@@ -47,8 +49,6 @@ from .lda import (
     lda_coordinates,
     precision,
 )
-
-_FLOAT_DTYPES = [np.float64, np.float32]
 
 # How each parameter scales when the features are divided by their RMS
 # ``scale``: scores x_i^T U11^T x scale as scale^2, y_i u12^T x and the read-out
@@ -103,15 +103,17 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         - ``"lda"``: the linear start. The skip map and intercept are
           ``LinearDiscriminantAnalysis().fit(X, y)``'s ``coef_`` and
-          ``intercept_`` and the heads are Theorem 3.6's zero start
-          (``U11 = 0``, ``u12 = 0``, ``v22 = 0``, ``v21`` random), which reads
+          ``intercept_`` and the heads are the zero start
+          (``U11 = 0``, ``u12 = 0``, ``v22 = 0``, ``v21`` Gaussian), which reads
           out a constant that the intercept cancels: with ``max_iter=0`` the
           decision function is LDA's, for any prior, any number of classes
           and constant features alike. Needs ``residual=True``.
         - ``"auto"``: ``"lda"``, trained, then kept only if it beats the
           untrained LDA on the held-out data (``early_stopping``); with
           ``residual=False``, ``"zero"``.
-        - ``"zero"``: Theorem 3.6's zero start, with a zero skip map.
+        - ``"zero"``: the zero start with a Gaussian ``v21`` (the paper's
+          Figure 5 heuristic; Theorem 3.6 asks ``v21(0)`` in the Krylov
+          complement ``K-perp``), with a zero skip map.
         - ``"random"``: every head block Gaussian.
         - ``"bayes"``: the exact population construction of Lemma B.3 from
           the prompt's class means, pooled covariance and prior (for ``C >
@@ -271,12 +273,16 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     ``b = v21^T m_{-1} - v22``, ``r = v21^T Delta + 2 v22``,
     ``s = 2 u12 + U11 Delta``, ``s0 = log(pi_+/(1 - pi_+))`` (eq. 6-7); one
     head represents the LDA score exactly and every critical point of the
-    effective risk is a global minimum (Theorem 3.1). From the zero
-    initialisation gradient flow converges exponentially to Bayes in the
-    balanced symmetric case while ``||U11||_F^2 - ||v21||^2`` is conserved
-    (Theorem 3.6); the paper reports that an all-Gaussian initialisation
-    struggles in dimension 20 while this one converges fast, which is why
-    the linear start puts those heads next to the skip map. On several
+    effective risk is a global minimum (Theorem 3.1). Theorem 3.6 proves,
+    in the balanced symmetric case, that gradient flow from ``U11 = 0``,
+    ``u12 = 0``, ``v22 = 0`` and ``v21(0)`` in ``K-perp`` (``K`` the Krylov
+    space of ``m`` and ``Gamma``) converges exponentially to Bayes while
+    ``||U11||_F^2 - ||v21||^2`` is conserved. This estimator draws ``v21``
+    from a Gaussian and trains with Adam or L-BFGS and a penalty, so for it
+    fast convergence is observed, not proved: the paper reports (Figure 5)
+    that an all-Gaussian initialisation struggles in dimension 20 while the
+    zero start with a Gaussian ``v21`` converges fast, which is why the
+    linear start puts those heads next to the skip map. On several
     clusters per class the gate becomes selective, which LDA cannot be.
 
     A finite prompt is not the population, so a head alone matches LDA only
@@ -336,7 +342,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     >>> clf.init_, bool(np.allclose(clf.decision_function(X), lda.decision_function(X)))
     ('lda', True)
 
-    The paper's model (heads only) trained from Theorem 3.6's start: the
+    The paper's model (heads only) trained from the zero start: the
     head's effective ``w`` points along the prompt's LDA direction ``w*``:
 
     >>> paper = SoftmaxAttentionClassifier(residual=False, init="zero", early_stopping=False,
@@ -447,7 +453,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             ``C`` logits otherwise.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
         scores = self._scores(X)
         return scores[:, 0] if len(self.classes_) == 2 else scores
 
@@ -466,7 +472,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             ``(0, f(x))``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=_FLOAT_DTYPES)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
         logits = self._scores(X)
         if len(self.classes_) == 2:
             logits = np.hstack([np.zeros_like(logits), logits])
@@ -525,15 +531,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         if len(self.classes_) != 2:
             raise ValueError("Effective coordinates are defined for two classes only.")
         statistics = class_statistics(self.prompt_X_, 2 * self.prompt_y_ - 1)
-        per_head = [
-            effective_coordinates(
-                self.U11_[h], self.u12_[h], self.v21_[h], self.v22_[h], *statistics
-            )
-            for h in range(self.n_heads)
-        ]
-        coordinates = {key: np.array([c[key] for c in per_head]) for key in ("w", "b", "r", "s")}
-        coordinates["s0"] = per_head[0]["s0"]
-        return coordinates
+        return heads_coordinates(self.U11_, self.u12_, self.v21_, self.v22_, statistics)
 
     def bayes_coordinates(self) -> tuple[np.ndarray, float]:
         """Bayes (LDA) coordinates ``(w*, b*)`` of the prompt of a binary model.
@@ -562,7 +560,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     # -- fitting ---------------------------------------------------------------
 
     def _fit(self, X, y):
-        X, y = validate_data(self, X, y, dtype=_FLOAT_DTYPES, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         checked_scale(X, type(self).__name__)
         check_classification_targets(y)
         classes, labels = np.unique(y, return_inverse=True)
@@ -705,7 +703,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         for name in names:
             if name == "bayes":
                 heads = self._bayes_heads(prompt_X, prompt_labels, n_classes)
-                if heads is None:  # warned: the linear start (or Theorem 3.6's) instead
+                if heads is None:  # warned: the linear start (or the zero start) instead
                     name = "lda" if self.residual else "zero"
             if name != "bayes":
                 heads = zero_heads(prompt_X, width, self.n_heads, random_state)
@@ -835,7 +833,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     def _scores(self, X):
         device = resolve_device(self.device)
         n_classes = len(self.classes_)
-        dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+        dtype = torch_dtype_of(X)
         # the tensor set-up on one thread too: a kernel on torch's pool would
         # leave its threads spinning through the prediction
         with torch.no_grad(), one_cpu_thread(device):
@@ -936,7 +934,10 @@ def classification_losses(scores, targets, binary):
 
 
 def zero_heads(prompt_X, width, n_heads, random_state):
-    """Theorem 3.6's start: ``U11 = 0``, ``u12 = 0``, ``v22 = 0``, ``v21`` random.
+    """The zero start: ``U11 = 0``, ``u12 = 0``, ``v22 = 0``, ``v21`` Gaussian.
+
+    Theorem 3.6's start with a Gaussian ``v21(0)`` in place of one in
+    ``K-perp``: the paper's Figure 5 heuristic.
 
     ``v21`` has unit-variance entries over ``sqrt(d)`` in units where the
     features have root-mean-square 1.
@@ -1017,6 +1018,20 @@ def _bayes_heads_unit_scale(prompt_X, prompt_labels, n_classes, n_heads):
     }
 
 
+def heads_coordinates(U11, u12, v21, v22, statistics):
+    """Eq. 7's ``(w, b, r, s)`` of every binary head, stacked, and ``s0``.
+
+    ``U11`` (H, d, d), ``u12`` and ``v21`` (H, d), ``v22`` (H,);
+    ``statistics`` as returned by :func:`sk_softmix.lda.class_statistics`.
+    """
+    per_head = [
+        effective_coordinates(U11[h], u12[h], v21[h], v22[h], *statistics) for h in range(len(U11))
+    ]
+    coordinates = {key: np.array([c[key] for c in per_head]) for key in ("w", "b", "r", "s")}
+    coordinates["s0"] = per_head[0]["s0"]
+    return coordinates
+
+
 def coordinate_history(snapshots, statistics, scale):
     """Effective coordinates and balance of each head at each evaluation (data units)."""
     history = {key: [] for key in ("w", "b", "r", "s", "balance")}
@@ -1030,18 +1045,11 @@ def coordinate_history(snapshots, statistics, scale):
             name: values[iteration].astype(np.float64) / scale ** _SCALE_POWER[name]
             for name, values in stacked.items()
         }
-        per_head = [
-            effective_coordinates(
-                theta["U11"][h],
-                theta["u12"][h, 0],
-                theta["v21"][h, 0],
-                theta["v22"][h, 0, 0],
-                *statistics,
-            )
-            for h in range(len(theta["U11"]))
-        ]
+        coordinates = heads_coordinates(
+            theta["U11"], theta["u12"][:, 0], theta["v21"][:, 0], theta["v22"][:, 0, 0], statistics
+        )
         for key in ("w", "b", "r", "s"):
-            history[key].append([c[key] for c in per_head])
+            history[key].append(coordinates[key])
         history["balance"].append(
             np.sum(theta["U11"] ** 2, axis=(1, 2)) - np.sum(theta["v21"][:, 0] ** 2, axis=1)
         )

@@ -47,6 +47,7 @@ from ._validation import (
     noisy_variance,
     prompt_positions,
     repeated_rows,
+    torch_dtype_of,
     unchanged_on_error,
     warn_if_misspecified,
 )
@@ -234,8 +235,6 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
         return self._denoise(X, exclude=prompt_positions(self.prompt_indices_, X.shape[0]))
 
-    # -- internals -------------------------------------------------------------
-
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
         """Train on one more task without resetting the weights.
@@ -301,6 +300,107 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         with unchanged_on_error(self), numpy_blas_threads_for(X):
             self._fit(X, y, partial=True)
         return self
+
+    def transform(self, X, prompt=None):
+        """Denoise ``X`` by attending over the fitted prompt, or over ``prompt``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        prompt : array-like of shape (L, n_features), default=None
+            Noisy observations of another task to attend over instead of the
+            fitted prompt: the weights store what tasks share, the prompt
+            supplies what is specific (in-context denoising, no retraining).
+
+        Returns
+        -------
+        X_denoised : ndarray of shape (n_samples, n_features)
+            Same dtype as ``X`` (float32 or float64).
+
+        Notes
+        -----
+        Every query attends over the whole prompt, including a copy of itself
+        if it is in the prompt; :meth:`fit_transform` leaves each training
+        point out of its own prompt instead. Memory: ``transform_batch_size``
+        queries at a time (by default, a block of about 2**24 scores).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> Z, X, _ = make_gaussian_mixture(1000, [[3.0, 0.0], [0.0, 3.0]],
+        ...                                 noise_variance=4.0, random_state=0)
+        >>> denoiser = SoftmaxAttentionDenoiser(max_iter=20, random_state=0).fit(Z, X)
+        >>> Z_new, X_new, _ = make_gaussian_mixture(400, [[-3.0, 0.0], [0.0, -3.0]],
+        ...                                         noise_variance=4.0, random_state=1)
+        >>> denoised = denoiser.transform(Z_new, prompt=Z_new)  # the new task's prompt
+        >>> bool(np.mean((denoised - X_new) ** 2) < np.mean((Z_new - X_new) ** 2))
+        True
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        return self._denoise(X, prompt=self._check_prompt(prompt))
+
+    def sure(self, X, noise_variance=None):
+        """Stein's unbiased risk estimate of the squared error, per sample.
+
+        ``(||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)) / p``, with the divergence
+        in closed form; its mean over independent noisy points estimates the
+        per-entry mean squared error against their unseen clean versions.
+        ``X`` must not be part of the prompt (use fresh points).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations, independent of the prompt.
+        noise_variance : float, default=None
+            ``xi^2``; defaults to the fitted ``noise_variance_``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The per-entry estimate for each sample.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> means = [[3.0, 0.0], [0.0, 3.0]]
+        >>> Z, _, _ = make_gaussian_mixture(500, means, noise_variance=4.0, random_state=0)
+        >>> Z_test, X_test, _ = make_gaussian_mixture(2000, means, noise_variance=4.0,
+        ...                                           random_state=1)
+        >>> denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, max_iter=0).fit(Z)
+        >>> estimate = denoiser.sure(Z_test).mean()  # needs no clean point
+        >>> mse = np.mean((denoiser.transform(Z_test) - X_test) ** 2)
+        >>> bool(abs(estimate - mse) < 0.1 * mse)
+        True
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
+        if not (np.isfinite(xi2) and xi2 > 0):
+            raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
+        device = resolve_device(self.device)
+        with torch.no_grad(), one_cpu_thread(device):
+            parameters, prompt, queries = self._tensors(X, None)
+        size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
+
+        def risk(rows):
+            chunk = queries[rows]
+            denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
+            return stein_risk(denoised, chunk, divergence, xi2)
+
+        def risks(start, stop):
+            return _in_chunks(start, stop, size, risk)
+
+        with torch.no_grad():
+            parts = predict_in_parts(device, len(X), size, risks)
+            return torch.cat(parts).cpu().numpy()
+
+    # -- internals -------------------------------------------------------------
 
     def _fit(self, X, y, partial=False):
         first = not (partial and hasattr(self, "prompt_"))  # partial_fit continues a fit
@@ -577,11 +677,11 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
 
             def validation_losses(limit=None):
                 rows = held_out[:limit]
-                return torch.cat(
-                    [
-                        per_query_losses(parameters, rows[start:stop], None)
-                        for start, stop in _chunks(len(rows), self.batch_size)
-                    ]
+                return _in_chunks(
+                    0,
+                    len(rows),
+                    self.batch_size,
+                    lambda chunk: per_query_losses(parameters, rows[chunk], None),
                 )
 
             return loss_on, validation_losses if validation.any() else None
@@ -625,105 +725,6 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         outcome.history = outcome.history * scale**2  # per-entry loss in the data's units
         return outcome
 
-    def transform(self, X, prompt=None):
-        """Denoise ``X`` by attending over the fitted prompt, or over ``prompt``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations.
-        prompt : array-like of shape (L, n_features), default=None
-            Noisy observations of another task to attend over instead of the
-            fitted prompt: the weights store what tasks share, the prompt
-            supplies what is specific (in-context denoising, no retraining).
-
-        Returns
-        -------
-        X_denoised : ndarray of shape (n_samples, n_features)
-            Same dtype as ``X`` (float32 or float64).
-
-        Notes
-        -----
-        Every query attends over the whole prompt, including a copy of itself
-        if it is in the prompt; :meth:`fit_transform` leaves each training
-        point out of its own prompt instead. Memory: ``transform_batch_size``
-        queries at a time (by default, a block of about 2**24 scores).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sk_softmix import SoftmaxAttentionDenoiser
-        >>> from sk_softmix.datasets import make_gaussian_mixture
-        >>> Z, X, _ = make_gaussian_mixture(1000, [[3.0, 0.0], [0.0, 3.0]],
-        ...                                 noise_variance=4.0, random_state=0)
-        >>> denoiser = SoftmaxAttentionDenoiser(max_iter=20, random_state=0).fit(Z, X)
-        >>> Z_new, X_new, _ = make_gaussian_mixture(400, [[-3.0, 0.0], [0.0, -3.0]],
-        ...                                         noise_variance=4.0, random_state=1)
-        >>> denoised = denoiser.transform(Z_new, prompt=Z_new)  # the new task's prompt
-        >>> bool(np.mean((denoised - X_new) ** 2) < np.mean((Z_new - X_new) ** 2))
-        True
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        return self._denoise(X, prompt=self._check_prompt(prompt))
-
-    def sure(self, X, noise_variance=None):
-        """Stein's unbiased risk estimate of the squared error, per sample.
-
-        ``(||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)) / p``, with the divergence
-        in closed form; its mean over independent noisy points estimates the
-        per-entry mean squared error against their unseen clean versions.
-        ``X`` must not be part of the prompt (use fresh points).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Noisy observations, independent of the prompt.
-        noise_variance : float, default=None
-            ``xi^2``; defaults to the fitted ``noise_variance_``.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            The per-entry estimate for each sample.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sk_softmix import SoftmaxAttentionDenoiser
-        >>> from sk_softmix.datasets import make_gaussian_mixture
-        >>> means = [[3.0, 0.0], [0.0, 3.0]]
-        >>> Z, _, _ = make_gaussian_mixture(500, means, noise_variance=4.0, random_state=0)
-        >>> Z_test, X_test, _ = make_gaussian_mixture(2000, means, noise_variance=4.0,
-        ...                                           random_state=1)
-        >>> denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, max_iter=0).fit(Z)
-        >>> estimate = denoiser.sure(Z_test).mean()  # needs no clean point
-        >>> mse = np.mean((denoiser.transform(Z_test) - X_test) ** 2)
-        >>> bool(abs(estimate - mse) < 0.1 * mse)
-        True
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
-        if not (np.isfinite(xi2) and xi2 > 0):
-            raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
-        device = resolve_device(self.device)
-        with torch.no_grad(), one_cpu_thread(device):
-            parameters, prompt, queries = self._tensors(X, None)
-        size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
-
-        def risks(start, stop):
-            values = []
-            for first, last in _chunks(stop - start, size):
-                chunk = queries[start + first : start + last]
-                denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
-                values.append(stein_risk(denoised, chunk, divergence, xi2))
-            return torch.cat(values)
-
-        with torch.no_grad():
-            parts = predict_in_parts(device, len(X), size, risks)
-            return torch.cat(parts).cpu().numpy()
-
     def _stein_risks(self, X):
         return self.sure(X)
 
@@ -741,7 +742,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
     def _tensors(self, X, prompt):
         """Parameters, prompt and queries as tensors on the device, in X's dtype."""
         device = resolve_device(self.device)
-        dtype = torch.float64 if X.dtype == np.float64 else torch.float32
+        dtype = torch_dtype_of(X)
         parameters = {
             name: as_tensor(getattr(self, f"{name}_"), device, dtype)
             for name in self._parameter_names()
@@ -769,13 +770,12 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         # once, so it can reuse one scores buffer across its chunks.
         step = None if self._engine_chunks_queries else size
 
+        def forward(rows):
+            left_out = None if exclude is None else exclude[rows]
+            return self._forward(parameters, queries[rows], prompt, left_out)
+
         def denoise(start, stop):
-            outputs = []
-            for first, last in _chunks(stop - start, step or stop - start):
-                rows = slice(start + first, start + last)
-                left_out = None if exclude is None else exclude[rows]
-                outputs.append(self._forward(parameters, queries[rows], prompt, left_out))
-            return torch.cat(outputs) if outputs else queries[:0]
+            return _in_chunks(start, stop, step or stop - start, forward)
 
         fused_scores = self._fused_scores(device, X.shape[0], prompt.shape[0], exclude is not None)
         with torch.no_grad():
@@ -789,7 +789,9 @@ def stein_risk(denoised, queries, divergence, noise_variance):
     return (residual - p * noise_variance + 2 * noise_variance * divergence) / p
 
 
-def _chunks(n: int, size: int):
-    """``(start, stop)`` of consecutive chunks of at most ``size`` of ``range(n)``."""
+def _in_chunks(start: int, stop: int, size: int, evaluate) -> torch.Tensor:
+    """``evaluate(rows)`` on consecutive slices of at most ``size`` rows of
+    ``start:stop``, concatenated: the one place queries are chunked."""
     size = max(int(size), 1)
-    return [(start, min(start + size, n)) for start in range(0, n, size)]
+    parts = [evaluate(slice(first, min(first + size, stop))) for first in range(start, stop, size)]
+    return torch.cat(parts) if parts else evaluate(slice(start, stop))

@@ -5,9 +5,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from sklearn.metrics import mean_squared_error
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import clean_targets
-
-FLOAT_DTYPES = [np.float64, np.float32]
+from ._validation import FLOAT_DTYPES, clean_targets
 
 
 class DenoiserMixin(OneToOneFeatureMixin, TransformerMixin):

@@ -14,7 +14,7 @@ from .constructions import (
     best_affine_map,
     in_context_construction,
     single_head_construction,
-    two_head_construction,
+    two_head_start,
 )
 
 
@@ -413,7 +413,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             U[0], V[0], skip = in_context_construction(noisy_covariance, xi2)
         elif self.n_heads >= 2 and self.n_components == 2:
             gamma2 = max(np.trace(noisy_covariance) / n_features - xi2, 0.0)
-            U[:2], V[:2] = two_head_construction(means, gamma2, xi2)
+            U[:2], V[:2] = two_head_start(means, gamma2, xi2)
         else:
             U[0], V[0] = single_head_construction(noisy_covariance, xi2)
         return U / scale / scale, V, skip

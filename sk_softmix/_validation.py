@@ -6,8 +6,17 @@ from contextlib import contextmanager
 from numbers import Integral
 
 import numpy as np
+import torch
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval
+
+# The dtypes the estimators compute in; anything else becomes float64.
+FLOAT_DTYPES = [np.float64, np.float32]
+
+
+def torch_dtype_of(X: np.ndarray):
+    """The torch dtype the estimators compute ``X`` in: float32 stays float32."""
+    return torch.float64 if X.dtype == np.float64 else torch.float32
 
 
 def clean_targets(y, X: np.ndarray) -> np.ndarray | None:
@@ -22,7 +31,7 @@ def clean_targets(y, X: np.ndarray) -> np.ndarray | None:
     """
     if y is None or _shape(y) != X.shape:
         return None
-    return check_array(y, dtype=[np.float64, np.float32], input_name="y")
+    return check_array(y, dtype=FLOAT_DTYPES, input_name="y")
 
 
 def _shape(y) -> tuple | None:

@@ -262,16 +262,32 @@ def two_head_construction(
     means = np.asarray(means, dtype=float)
     if means.shape[0] != 2 or means.ndim != 2:
         raise ValueError(f"means must have shape (2, p); got {means.shape}.")
+    norms = np.linalg.norm(means, axis=1)
+    if abs(norms[0] - norms[1]) > 1e-9 * max(norms.max(), np.finfo(float).tiny):
+        raise ValueError(
+            "two_head_construction is exact only for means of equal norms (Theorem 4.1); "
+            f"got norms {norms[0]:.6g} and {norms[1]:.6g}. Centre the means on their "
+            "midpoint (and shift the data by it) to make them equal."
+        )
+    return two_head_start(means, component_variance, noise_variance)
+
+
+def two_head_start(means, component_variance, noise_variance):
+    """:func:`two_head_construction`'s heads for any two means, as a training start.
+
+    With means of unequal norms (a mixture fitted to data) the heads are not
+    the Bayes denoiser, only near it; the estimators train from them.
+    """
     m1, m2 = means
     p = means.shape[1]
     gamma2, xi2 = float(component_variance), float(noise_variance)
     s = gamma2 + xi2
     norms = np.linalg.norm(means, axis=1)
     cosine = m1 @ m2 / max(norms[0] * norms[1], np.finfo(float).tiny)
-    if cosine < -1 + 1e-9 or p == 1:
-        return _opposite_means_construction((m1 - m2) / 2, gamma2, xi2)
     if cosine > 1 - 1e-9:
         raise ValueError("two_head_construction needs two distinct, non-parallel means.")
+    if cosine < -1 + 1e-9 or p == 1:
+        return _opposite_means_construction((m1 - m2) / 2, gamma2, xi2)
     delta = m1 - m2
     identity = np.eye(p)
 

@@ -1,10 +1,11 @@
 """Samples from a Gaussian mixture and their noisy observations."""
 
-from numbers import Integral
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, validate_params
 
 from ._mixture import check_mixture, check_noise_variance, covariance_sqrt
 
@@ -35,6 +36,10 @@ class NoisyMixtureSample(NamedTuple):
     labels: np.ndarray
 
 
+@validate_params(
+    {"n_samples": [Interval(Integral, 1, None, closed="left")], "random_state": ["random_state"]},
+    prefer_skip_nested_validation=True,
+)
 def make_gaussian_mixture(
     n_samples: int,
     means,
@@ -110,10 +115,6 @@ def make_gaussian_mixture(
     >>> round(float(np.var(Z - X)), 1), X[labels == 0].mean(axis=0).round(1).tolist()
     (4.0, [3.0, 0.0])
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, Integral):
-        raise ValueError(f"n_samples must be an integer >= 1; got {n_samples!r}.")
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be an integer >= 1; got {n_samples!r}.")
     means, weights, covariances = check_mixture(means, weights, covariance)
     xi2 = check_noise_variance(noise_variance, allow_zero=True)
     rng = check_random_state(random_state)
@@ -130,6 +131,14 @@ def make_gaussian_mixture(
     return NoisyMixtureSample(noisy=Z, clean=X, labels=labels)
 
 
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "prior": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_lda(
     n_samples: int,
     means,
@@ -184,8 +193,6 @@ def make_lda(
     >>> X[y == 1].mean(axis=0).round(1).tolist()  # m_1
     [1.0, 0.0]
     """
-    if not 0 < prior < 1:
-        raise ValueError(f"prior must lie strictly between 0 and 1; got {prior}.")
     Z, X, labels = make_gaussian_mixture(
         n_samples,
         means,
@@ -197,6 +204,19 @@ def make_lda(
     return X, 2 * labels - 1
 
 
+@validate_params(
+    {
+        "n_tasks": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "mean_norm": [Interval(Real, 0, None, closed="left")],
+        "component_variance": [Interval(Real, 0, None, closed="left")],
+        "noise_variance": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_denoising_tasks(
     n_tasks: int,
     n_samples: int,
@@ -261,11 +281,6 @@ def make_denoising_tasks(
     >>> Z.shape, np.linalg.norm(means, axis=1).round(6).tolist(), round(float(weights.sum()), 6)
     ((100, 2), [3.0, 3.0], 1.0)
     """
-    for name, value in (("n_tasks", n_tasks), ("n_features", n_features)):
-        if not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    if mean_norm < 0:
-        raise ValueError(f"mean_norm must be non-negative; got {mean_norm}.")
     rng = check_random_state(random_state)
     for _ in range(n_tasks):
         directions = rng.normal(size=(n_components, n_features))

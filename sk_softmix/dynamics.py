@@ -11,10 +11,22 @@ start converges to ``c + u* h`` or ``c - u* h`` (Proposition 4.3 of Gabet,
 Boursier & Boyer 2026).
 """
 
+from numbers import Integral, Real
+
 import numpy as np
 from scipy.optimize import brentq
+from sklearn.utils._param_validation import Interval, validate_params
+
+_VARIANCES = {
+    "component_variance": [Interval(Real, 0, None, closed="left")],
+    "noise_variance": [Interval(Real, 0, None, closed="neither")],
+}
 
 
+@validate_params(
+    {"n_steps": [Interval(Integral, 0, None, closed="left")]},
+    prefer_skip_nested_validation=True,
+)
 def iterate(denoiser, X, n_steps: int) -> np.ndarray:
     """The trajectory ``z_{t+1} = f(z_t)`` of a fitted denoiser.
 
@@ -54,8 +66,6 @@ def iterate(denoiser, X, n_steps: int) -> np.ndarray:
     >>> iterate(oracle, np.array([[0.5, 2.0]]), 100)[-1].round(3)  # lambda = 1.5
     array([[1.463, 0.   ]])
     """
-    if n_steps < 0:
-        raise ValueError(f"n_steps must be non-negative; got {n_steps}.")
     current = np.asarray(X, dtype=np.float64)
     trajectory = [current]
     for _ in range(n_steps):
@@ -71,6 +81,7 @@ def _centre_and_half_gap(means):
     return means.mean(axis=0), (means[0] - means[1]) / 2
 
 
+@validate_params(_VARIANCES, prefer_skip_nested_validation=True)
 def separation(means, component_variance: float, noise_variance: float) -> float:
     """``lambda = ||h|| / sqrt(gamma^2 + xi^2)``, ``h`` the half-gap of the means.
 
@@ -102,15 +113,11 @@ def separation(means, component_variance: float, noise_variance: float) -> float
     >>> separation([[1.5, 0.0], [-1.5, 0.0]], 0.0, 1.0)
     1.5
     """
-    if component_variance < 0 or noise_variance <= 0:
-        raise ValueError(
-            "component_variance must be >= 0 and noise_variance > 0; got "
-            f"{component_variance} and {noise_variance}."
-        )
     _, half_gap = _centre_and_half_gap(means)
     return float(np.linalg.norm(half_gap) / np.sqrt(component_variance + noise_variance))
 
 
+@validate_params(_VARIANCES, prefer_skip_nested_validation=True)
 def fixed_points(means, component_variance: float, noise_variance: float) -> np.ndarray:
     """Attracting fixed points of the iterated Bayes denoiser.
 

@@ -18,6 +18,7 @@ All functions are NumPy float64.
 
 import numpy as np
 from scipy.special import expit
+from sklearn.utils import check_random_state
 
 
 def class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -217,14 +218,19 @@ def effective_coordinates(
     >>> coords["w"].tolist(), coords["b"], coords["r"], coords["s"].tolist()
     ([1.0], -1.0, 2.0, [2.0])
     """
-    delta = means[1] - means[0]
-    return {
-        "w": U11 @ covariance @ v21,
-        "b": float(v21 @ means[0] - v22),
-        "r": float(v21 @ delta + 2 * v22),
-        "s": 2 * u12 + U11 @ delta,
-        "s0": float(np.log(prior / (1 - prior))),
-    }
+    w, b, r, s = _eq7(U11, u12, v21, v22, means[0], means[1] - means[0], covariance)
+    return {"w": w, "b": float(b), "r": float(r), "s": s, "s0": float(np.log(prior / (1 - prior)))}
+
+
+def _eq7(U11, u12, v21, v22, m_minus, delta, covariance):
+    """The paper's eq. 7, ``(w, b, r, s)`` from a head's blocks, for NumPy
+    arrays and torch tensors alike (gradient descent differentiates it)."""
+    return (
+        U11 @ covariance @ v21,  # w
+        v21 @ m_minus - v22,  # b
+        v21 @ delta + 2 * v22,  # r
+        2 * u12 + U11 @ delta,  # s
+    )
 
 
 def effective_score(X: np.ndarray, coordinates: dict) -> np.ndarray:
@@ -344,6 +350,162 @@ def lda_construction(
     return U11, -0.5 * U11 @ delta, v21, float(v22)
 
 
+def krylov_basis(mean: np.ndarray, covariance: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
+    """Orthonormal basis of the Krylov space ``K = span{m, Gamma m, ..., Gamma^{d-1} m}``.
+
+    Theorem 3.6's invariant subspace asks ``v21`` in ``K-perp``, which
+    ``Gamma`` maps into itself: that is what keeps the constraint under the
+    flow, where orthogonality to ``m`` alone would not survive.
+
+    Parameters
+    ----------
+    mean : ndarray of shape (d,)
+        ``m``, with ``m_1 = -m_{-1} = m``.
+    covariance : ndarray of shape (d, d)
+        The shared class covariance ``Gamma``.
+    rtol : float, default=1e-10
+        A new direction counts when its part outside the basis so far is
+        above ``rtol`` times ``||Gamma|| ||q||`` for the unit vector ``q``
+        it came from (Arnoldi iteration).
+
+    Returns
+    -------
+    ndarray of shape (d, dim K)
+        Orthonormal columns spanning ``K`` (no column when ``m = 0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import krylov_basis
+    >>> krylov_basis(np.array([1.0, 0.0, 0.0]), np.eye(3)).shape  # Gamma = I: K = span(m)
+    (3, 1)
+    >>> krylov_basis(np.array([1.0, 1.0, 0.0]), np.diag([1.0, 2.0, 3.0])).shape
+    (3, 2)
+    """
+    mean = np.asarray(mean, dtype=float)
+    covariance = np.asarray(covariance, dtype=float)
+    d = mean.shape[0]
+    norm = np.linalg.norm(mean)
+    if norm == 0:
+        return np.zeros((d, 0))
+    scale = np.linalg.norm(covariance, 2)
+    basis = [mean / norm]
+    while len(basis) < d:
+        candidate = covariance @ basis[-1]
+        for _ in range(2):  # Gram-Schmidt twice: one pass loses orthogonality
+            candidate = candidate - np.column_stack(basis) @ (np.column_stack(basis).T @ candidate)
+        length = np.linalg.norm(candidate)
+        if length <= rtol * scale:
+            break
+        basis.append(candidate / length)
+    return np.column_stack(basis)
+
+
+def invariant_subspace_start(
+    mean: np.ndarray, covariance: np.ndarray, random_state=None, rtol: float = 1e-10
+) -> tuple:
+    """Theorem 3.6's initialisation: ``U11 = 0``, ``u12 = 0``, ``v22 = 0``,
+    ``v21`` a Gaussian vector projected onto ``K-perp``.
+
+    From it gradient flow on the balanced symmetric population
+    (``m_1 = -m_{-1} = m``, ``pi_+ = 1/2``) stays on the invariant subspace
+    ``{u12 = 0, v22 = 0, v21 in K-perp, U11 P_K = 0}``, conserves
+    ``||U11||_F^2 - ||v21||^2 = -||v21(0)||^2`` and converges exponentially
+    to Bayes. A Gaussian ``v21`` without the projection (``init="zero"`` of
+    :class:`~sk_softmix.SoftmaxAttentionClassifier`) is the paper's Figure 5
+    heuristic instead: close to ``K-perp`` when ``dim K << d``.
+
+    Parameters
+    ----------
+    mean : ndarray of shape (d,)
+        ``m``.
+    covariance : ndarray of shape (d, d)
+        ``Gamma``.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the Gaussian draw.
+    rtol : float, default=1e-10
+        As in :func:`krylov_basis`.
+
+    Returns
+    -------
+    tuple of (U11 (d, d), u12 (d,), v21 (d,), v22 float)
+        Parameters for :func:`population_gradient_descent`.
+
+    Raises
+    ------
+    ValueError
+        When ``K`` is the whole space, so that no nonzero ``v21(0)`` lies in
+        ``K-perp``: by Proposition B.35, when ``Gamma`` has ``d`` distinct
+        eigenvalues and ``m`` a component in each eigenspace (a generic
+        covariance with a generic ``m``, such as one estimated from data).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import invariant_subspace_start
+    >>> U11, u12, v21, v22 = invariant_subspace_start(
+    ...     np.array([1.0, 1.0, 0.0]), np.diag([1.0, 2.0, 3.0]), random_state=0)
+    >>> K = np.eye(3)[:, :2]  # m = e1 + e2 under diag(1, 2, 3): K = span(e1, e2)
+    >>> bool(np.all(U11 == 0)), bool(np.abs(K.T @ v21).max() < 1e-12), bool(v21[2] != 0)
+    (True, True, True)
+    """
+    basis = krylov_basis(mean, covariance, rtol)
+    d = basis.shape[0]
+    if basis.shape[1] == d:
+        raise ValueError(
+            f"The Krylov space of m under Gamma is all of R^{d}: no nonzero v21(0) is "
+            "orthogonal to it, so Theorem 3.6's initialisation does not exist here. "
+            "K is smaller than R^d only when Gamma has a repeated eigenvalue or m has no "
+            "component in one of its eigenspaces (Proposition B.35 of the paper)."
+        )
+    draw = check_random_state(random_state).normal(size=d)
+    v21 = draw - basis @ (basis.T @ draw)
+    return np.zeros((d, d)), np.zeros(d), v21, 0.0
+
+
+def population_risk(theta, X, y, means, covariance, prior):
+    """The logistic risk of one head's effective predictor, averaged over ``(X, y)``.
+
+    ``E log(1 + exp(-Y f_theta(X)))`` with ``f_theta`` of eq. 6-7: the risk
+    ``R(theta)`` of Section 3 when ``(X, y)`` is a large sample of the LDA
+    population. A torch scalar, differentiable with respect to the entries of
+    ``theta`` that require grad (gradients, Hessians).
+
+    Parameters
+    ----------
+    theta : sequence of (U11 (d, d), u12 (d,), v21 (d,), v22 ())
+        Attention parameters, float64 tensors or arrays.
+    X, y, means, covariance, prior
+        As in :func:`population_gradient_descent`.
+
+    Returns
+    -------
+    torch.Tensor
+        The risk, a 0-d float64 tensor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.lda import population_risk
+    >>> X, y = np.array([[1.0], [-1.0]]), np.array([1.0, -1.0])
+    >>> theta = (np.zeros((1, 1)), np.zeros(1), np.zeros(1), 0.0)  # f = 0
+    >>> round(population_risk(theta, X, y, np.array([[-1.0], [1.0]]), np.eye(1), 0.5).item(), 4)
+    0.6931
+    """
+    import torch
+
+    def as_t(a):
+        return torch.as_tensor(np.asarray(a, dtype=np.float64)) if not torch.is_tensor(a) else a
+
+    U11, u12, v21, v22 = (as_t(p) for p in theta)
+    X_t, y_t = as_t(X), as_t(y)
+    m_minus, m_plus = as_t(means[0]), as_t(means[1])
+    w, b, r, s = _eq7(U11, u12, v21, v22, m_minus, m_plus - m_minus, as_t(covariance))
+    s0 = float(np.log(prior / (1 - prior)))
+    scores = X_t @ w + b + r * torch.sigmoid(s0 + X_t @ s)
+    return torch.nn.functional.softplus(-y_t * scores).mean()
+
+
 def population_gradient_descent(
     theta: tuple,
     X: np.ndarray,
@@ -421,28 +583,18 @@ def population_gradient_descent(
     """
     import torch  # local: the rest of this module is NumPy only
 
-    as_t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
-    U11, u12, v21, v22 = (as_t(p).clone().requires_grad_(True) for p in theta)
-    X_t, y_t = as_t(X), as_t(y)
-    m_minus, m_plus = as_t(means[0]), as_t(means[1])
-    Gamma = as_t(covariance)
-    delta = m_plus - m_minus
-    s0 = float(np.log(prior / (1 - prior)))
+    parameters = [torch.tensor(np.asarray(p, dtype=np.float64)).requires_grad_(True) for p in theta]
+    U11, u12, v21, v22 = parameters
     risks, balances = [], []
     for step in range(n_steps + 1):
-        w = U11 @ Gamma @ v21
-        b = v21 @ m_minus - v22
-        r = v21 @ delta + 2 * v22
-        s = 2 * u12 + U11 @ delta
-        scores = X_t @ w + b + r * torch.sigmoid(s0 + X_t @ s)
-        risk = torch.nn.functional.softplus(-y_t * scores).mean()
+        risk = population_risk(parameters, X, y, means, covariance, prior)
         risks.append(risk.item())
         balances.append(float((U11**2).sum().detach() - (v21**2).sum().detach()))
         if step == n_steps:
             break
-        gradients = torch.autograd.grad(risk, (U11, u12, v21, v22))
+        gradients = torch.autograd.grad(risk, parameters)
         with torch.no_grad():
-            for parameter, gradient in zip((U11, u12, v21, v22), gradients, strict=True):
+            for parameter, gradient in zip(parameters, gradients, strict=True):
                 parameter -= learning_rate * gradient
     final = tuple(p.detach().numpy() for p in (U11, u12, v21, v22))
     return {"risk": np.array(risks), "balance": np.array(balances), "theta": final}

@@ -6,10 +6,12 @@ All risks are per entry, ``E||f(Z) - X||^2 / p``, the quantity that
 """
 
 import warnings
+from numbers import Integral
 
 import numpy as np
 from scipy.special import roots_hermitenorm
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._mixture import (
     check_mixture,
@@ -127,6 +129,15 @@ def _within_component_term(covariances, noisy_covariances, weights, xi2):
     return xi2 * float(weights @ traces)
 
 
+@validate_params(
+    {
+        "method": [StrOptions({"auto", "quadrature", "monte_carlo"})],
+        "n_nodes": [Interval(Integral, 1, None, closed="left"), None],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def bayes_risk(
     means,
     weights=None,
@@ -211,8 +222,6 @@ def bayes_risk(
     means, weights, covariances = check_mixture(means, weights, covariance)
     xi2 = check_noise_variance(noise_variance)
     n_features = means.shape[1]
-    if method not in ("auto", "quadrature", "monte_carlo"):
-        raise ValueError(f"method must be 'auto', 'quadrature' or 'monte_carlo'; got {method!r}.")
     if method == "auto":
         method = "quadrature" if n_features <= _MAX_QUADRATURE_DIM else "monte_carlo"
     noisy_covariances = covariances + xi2 * np.eye(n_features)
@@ -231,26 +240,15 @@ def bayes_risk(
             )
         if n_nodes is None:
             schedule = _NODE_SCHEDULE[n_features]
-        elif (
-            isinstance(n_nodes, bool)
-            or not isinstance(n_nodes, int | np.integer)
-            or n_nodes < 1
-            or int(n_nodes) ** n_features > _MAX_GRID_POINTS
-        ):
+        elif int(n_nodes) ** n_features > _MAX_GRID_POINTS:
             raise ValueError(
-                "n_nodes must be a positive integer with n_nodes**p <= "
-                f"{_MAX_GRID_POINTS} (p={n_features}); got {n_nodes!r}."
+                f"n_nodes must satisfy n_nodes**p <= {_MAX_GRID_POINTS} "
+                f"(p={n_features}); got {n_nodes!r}."
             )
         else:
             schedule = (int(n_nodes),)
         between = _adaptive_quadrature(spread, means, weights, roots, schedule, within, n_features)
     else:
-        if (
-            isinstance(n_samples, bool)
-            or not isinstance(n_samples, int | np.integer)
-            or n_samples < 1
-        ):
-            raise ValueError(f"n_samples must be an integer >= 1; got {n_samples!r}.")
         between = _monte_carlo(spread, means, weights, roots, int(n_samples), random_state)
     return float((within + between) / n_features)
 

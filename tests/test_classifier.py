@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from scipy.special import expit, log_expit, softmax
 from scipy.stats import multivariate_normal
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine
@@ -19,9 +20,12 @@ from sk_softmix.lda import (
     class_statistics,
     effective_coordinates,
     effective_score,
+    invariant_subspace_start,
+    krylov_basis,
     lda_construction,
     lda_coordinates,
     population_gradient_descent,
+    population_risk,
 )
 
 # The paper's two LDA configurations (Gamma = I).
@@ -158,6 +162,140 @@ def test_theorem_3_6_population_gradient_descent():
     residual = log_excess - (slope * times[keep] + intercept)
     assert slope < -0.3  # measured -0.57: a factor 10 every 4 time units
     assert np.max(np.abs(residual)) < 0.5
+
+
+def test_theorem_3_6_with_a_general_covariance_from_the_krylov_start():
+    """Non-isotropic Gamma, m in a 2-D Gamma-invariant subspace: K has dimension 2;
+    from v21(0) in K-perp the flow stays on the invariant subspace, conserves
+    the balance and converges exponentially."""
+    rng = np.random.default_rng(11)
+    d = 6
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    Gamma = Q @ np.diag([0.5, 1.0, 1.5, 2.0, 3.0, 4.0]) @ Q.T
+    m = 1.2 * Q[:, 0] - 0.8 * Q[:, 3]
+    basis = krylov_basis(m, Gamma)
+    assert basis.shape == (d, 2)
+    np.testing.assert_allclose(basis @ basis.T @ Q[:, [0, 3]], Q[:, [0, 3]], atol=1e-12)
+    # a generic m spans everything: the theorem's start does not exist
+    with pytest.raises(ValueError, match="Krylov space"):
+        invariant_subspace_start(rng.normal(size=d), Gamma)
+
+    half = rng.normal(size=(20_000, d)) @ np.linalg.cholesky(Gamma).T + m
+    X = np.vstack([half, -half])  # centrally symmetric: exact population symmetries
+    y = np.r_[np.ones(len(half)), -np.ones(len(half))]
+    theta = invariant_subspace_start(m, Gamma, random_state=0)
+    kwargs = {"means": np.stack([-m, m]), "covariance": Gamma, "prior": 0.5}
+    drift = {}
+    for step in (0.2, 0.1):
+        run = population_gradient_descent(
+            theta, X, y, learning_rate=step, n_steps=int(40 / step), **kwargs
+        )
+        drift[step] = np.max(np.abs(run["balance"] - run["balance"][0]))
+    U11, u12, v21, v22 = run["theta"]
+    # the invariant subspace, to rounding (measured 1e-16 to 6e-16)
+    assert np.abs(u12).max() < 1e-12 and abs(v22) < 1e-12
+    assert np.abs(basis.T @ v21).max() < 1e-12 and np.abs(U11 @ basis).max() < 1e-12
+    # the conserved balance: GD's drift shrinks with the step (measured 1.21, 0.30)
+    norm2 = theta[2] @ theta[2]
+    assert abs(run["balance"][0] + norm2) < 1e-12
+    assert drift[0.1] < 0.1 * norm2 and drift[0.1] < 0.5 * drift[0.2]
+    # exponential convergence: log excess over the limit is a line (slope -0.66)
+    limit = population_gradient_descent(
+        run["theta"], X, y, learning_rate=0.1, n_steps=400, **kwargs
+    )["risk"][-1]
+    times = np.arange(len(run["risk"])) * 0.1
+    keep = (times >= 4) & (times <= 32)
+    log_excess = np.log(run["risk"][keep] - limit)
+    slope, intercept = np.polyfit(times[keep], log_excess, 1)
+    assert slope < -0.3
+    assert np.max(np.abs(log_excess - (slope * times[keep] + intercept))) < 0.5
+
+
+def _hessian_at(theta, sample):
+    """Gradient and Hessian of the population risk in the flattened (U11, u12, v21, v22)."""
+    shapes = [np.shape(p) for p in theta]
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    flat = torch.tensor(np.concatenate([np.ravel(p) for p in theta]), dtype=torch.float64)
+
+    def risk(vector):
+        parts = torch.split(vector, sizes)
+        return population_risk(
+            [part.reshape(shape) for part, shape in zip(parts, shapes, strict=True)], *sample
+        )
+
+    point = flat.clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(risk(point), point)
+    return gradient.numpy(), torch.autograd.functional.hessian(risk, flat).numpy()
+
+
+def test_theorem_3_3_non_optimal_critical_points_are_strict_saddles():
+    # Asymmetric means (C1's), balanced classes: theta = 0 and the family
+    # v21 = 0, v22 = 0, U11^T g_w = 0, u12 = -U11 Delta / 2 are critical
+    # (f = 0 there) and not optimal; Theorem 3.3 says each has a direction of
+    # negative curvature. A Bayes point, for contrast, has none.
+    rng = np.random.default_rng(12)
+    means = C1["means"][::-1]  # m_{-1} = (1, 0), m_1 = (0, 1)
+    half = 4_000
+    X = np.vstack([rng.normal(size=(half, 2)) + means[1], rng.normal(size=(half, 2)) + means[0]])
+    y = np.r_[np.ones(half), -np.ones(half)]  # exactly balanced: E[y] = 0 on the sample
+    sample = (X, y, means, np.eye(2), 0.5)
+    g_w = -(y[:, None] * X).mean(axis=0) / 2  # dR/dw at f = 0
+    U11 = rng.normal(size=(2, 2))
+    U11 -= np.outer(g_w, g_w @ U11) / (g_w @ g_w)  # now U11^T g_w = 0
+    delta = means[1] - means[0]
+    critical = {
+        "zero": (np.zeros((2, 2)), np.zeros(2), np.zeros(2), 0.0),
+        "family": (U11, -U11 @ delta / 2, np.zeros(2), 0.0),
+    }
+    for name, theta in critical.items():
+        gradient, hessian = _hessian_at(theta, sample)
+        assert np.abs(gradient).max() < 1e-12, name
+        risk = population_risk(theta, *sample).item()
+        assert risk > np.log(2) - 1e-12  # f = 0: the risk of a coin, not Bayes
+        # measured -0.19 at zero: the cross term of w = U11 Gamma v21
+        values, vectors = np.linalg.eigh(hessian)
+        assert values[0] < -0.05, name
+        # and the risk really falls along that direction, at second order
+        step, direction = 1e-2, vectors[:, 0]
+        moved = []
+        start = 0
+        for p in theta:
+            size = int(np.prod(np.shape(p)))
+            moved.append(
+                np.asarray(p) + step * direction[start : start + size].reshape(np.shape(p))
+            )
+            start += size
+        drop = population_risk(moved, *sample).item() - risk
+        assert drop == pytest.approx(0.5 * values[0] * step**2, rel=0.05), name
+
+
+def test_theorem_3_1_manifolds_and_proposition_3_4_sequences_at_infinity():
+    # Figure 1's configuration C1. Every point of E1 = {(w*, b*, 0, s)} and of
+    # E2 = {(w*, b* - r sigma(s0), r, 0)} is the Bayes score itself; the
+    # sequence zeta_R = (w* - sigma'(s0) c, b* - sigma(s0) R, R, c / R) of
+    # Proposition 3.4 approaches it in L1 while its parameters diverge.
+    X, _ = make_lda(20_000, **C1, random_state=13)
+    w_star, b_star = lda_coordinates(C1["means"], np.eye(2), C1["prior"])
+    s0 = np.log(C1["prior"] / (1 - C1["prior"]))
+    bayes = X @ w_star + b_star
+    rng = np.random.default_rng(14)
+    for _ in range(3):
+        s, r = rng.normal(size=2) * 3, rng.normal() * 3
+        on_e1 = {"w": w_star, "b": b_star, "r": 0.0, "s": s, "s0": s0}
+        on_e2 = {"w": w_star, "b": b_star - r * expit(s0), "r": r, "s": np.zeros(2), "s0": s0}
+        np.testing.assert_allclose(effective_score(X, on_e1), bayes, atol=1e-12)
+        np.testing.assert_allclose(effective_score(X, on_e2), bayes, atol=1e-12)
+
+    c = np.array([1.5, -2.0])
+    slope = expit(s0) * (1 - expit(s0))  # sigma'(s0)
+    distances = {}
+    for R in (10.0, 100.0, 1000.0):
+        zeta = {"w": w_star - slope * c, "b": b_star - expit(s0) * R, "r": R, "s": c / R, "s0": s0}
+        distances[R] = np.mean(np.abs(effective_score(X, zeta) - bayes))
+    # the error is sigma''(s0) (c . x)^2 / (2 R) + O(1 / R^2): R times it settles
+    assert distances[1000.0] < 1e-3
+    assert distances[100.0] * 100 == pytest.approx(distances[1000.0] * 1000, rel=0.02)
+    assert distances[10.0] > 5 * distances[100.0]
 
 
 def test_full_batch_gradient_descent_records_the_dynamics():

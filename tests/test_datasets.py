@@ -83,9 +83,8 @@ def test_zero_weight_component_is_never_drawn():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(n_samples=0), "n_samples must be an integer >= 1"),
-        (dict(n_samples=2.5), "n_samples must be an integer >= 1"),
-        (dict(n_samples=True), "n_samples must be an integer >= 1"),
+        (dict(n_samples=0), "'n_samples' parameter"),
+        (dict(n_samples=2.5), "'n_samples' parameter"),
         (dict(means=[0.0, 1.0]), "means must be a 2-D array"),
         (dict(weights=[0.5, 0.6]), "weights must sum to 1"),
         (dict(covariance=[[1.0, 3.0], [3.0, 1.0]]), "positive semi-definite"),

@@ -32,6 +32,31 @@ def test_weak_separation_sends_every_start_to_the_midpoint():
     np.testing.assert_allclose(fixed_points(means, 0.0, 1.0), CENTRE[None, :])
 
 
+def test_lambda_exactly_one_belongs_to_the_weak_side():
+    # Proposition 4.3: the threshold itself is weak separation. At lambda = 1
+    # the map along h is u -> tanh(u), whose only fixed point is 0: every start
+    # reaches the midpoint, slowly (u_t ~ sqrt(3 / (2 t)), not geometrically).
+    half_gap = np.array([1.0, 0.0])  # ||h|| = 1 = xi: lambda is exactly 1
+    means = np.stack([CENTRE + half_gap, CENTRE - half_gap])
+    assert separation(means, 0.0, 1.0) == 1.0
+    np.testing.assert_array_equal(fixed_points(means, 0.0, 1.0), CENTRE[None, :])
+
+    n_steps = 400
+    points = starts()
+    trajectory = iterate(oracle(means), points, n_steps)
+    u = (trajectory - CENTRE) @ half_gap  # (n_steps + 1, n)
+    expected = np.empty_like(u)
+    expected[0] = u[0]
+    for t in range(n_steps):
+        expected[t + 1] = np.tanh(expected[t])
+    np.testing.assert_allclose(u, expected, atol=1e-12)
+    # orthogonal directions vanish after one step (gamma = 0), and along h the
+    # starts of both sides meet at the midpoint: no pair of attractors forms
+    np.testing.assert_allclose(trajectory[1:, :, 1], CENTRE[1], atol=1e-12)
+    assert np.all(np.abs(u[-1]) <= np.sqrt(3 / (2 * n_steps)))
+    assert np.all(np.abs(u[-1]) < np.abs(u[n_steps // 2]))
+
+
 @pytest.mark.parametrize("gamma2", [0.0, 0.5])
 def test_strong_separation_splits_the_starts_by_side(gamma2):
     means, half_gap = point_masses(1.5 * np.sqrt(1 + gamma2))
@@ -65,7 +90,7 @@ def test_iterate_shapes_and_bad_input():
         iterate(oracle(means), starts(5), -1)
     with pytest.raises(ValueError, match="means must have shape"):
         separation(np.zeros((3, 2)), 0.0, 1.0)
-    with pytest.raises(ValueError, match="noise_variance > 0"):
+    with pytest.raises(ValueError, match="'noise_variance' parameter"):
         fixed_points(means, 0.0, 0.0)
 
 

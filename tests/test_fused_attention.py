@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from sk_softmix import SoftmaxAttentionDenoiser, attention
-from sk_softmix._fused_attention import fused_average
+from sk_softmix import SoftmaxAttentionDenoiser, _fused_attention, attention
+from sk_softmix._fused_attention import _fastest_width, fused_average
 from sk_softmix._threads import FUSED_SCORES_PER_THREAD, threads_for_fused_call
 from sk_softmix.attention import attention_covariance, attention_mean, softmax_attention
 
@@ -63,6 +63,52 @@ def test_leave_one_out_by_subtraction_equals_the_masked_softmax(dtype, n_feature
     fused = attention_mean(transformed, prompt, exclude, method="sdpa")
     expected, _ = _reference_moments(transformed, prompt, exclude)
     torch.testing.assert_close(fused, expected.to(dtype), **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("n_features", [2, 3, 5])
+def test_narrow_float32_inputs_padded_to_the_fast_width_keep_their_moments(n_features):
+    # enough queries for the CPU kernel to run on 16 zero-padded columns: the
+    # mean (width p) and the moments (width p + p^2: 6, 12, 30) must not move
+    queries, prompt, exclude, U = _training_problem(
+        n_features, 3.0, torch.float32, length=600, n_queries=400
+    )
+    cpu = torch.device("cpu")
+    assert _fastest_width(n_features, cpu, torch.float32, 2 * 400) == 16
+    assert _fastest_width(n_features, cpu, torch.float64, 2 * 400) == n_features
+    assert _fastest_width(n_features, cpu, torch.float32, 100) == n_features
+    # the padded prompt copy stays within one matmul chunk (2**24 floats)
+    assert _fastest_width(n_features, cpu, torch.float32, 800, 2**20) == 16
+    assert _fastest_width(n_features, cpu, torch.float32, 800, 2**20 + 1) == n_features
+    transformed = queries @ U.mT
+    expected_mean, expected_covariance = _reference_moments(transformed, prompt, exclude)
+    for left_out in (exclude, None):
+        if left_out is None:
+            expected_mean, expected_covariance = _reference_moments(
+                transformed, prompt, torch.full_like(exclude, -1)
+            )
+        mean = attention_mean(transformed, prompt, left_out, method="sdpa")
+        torch.testing.assert_close(mean, expected_mean.float(), **TOLERANCE[torch.float32])
+        _, covariance = attention_covariance(transformed, prompt, left_out)
+        # second moments up to 6 in float32 (ulp 5e-7), formed as E[zz^T] -
+        # mean mean^T: measured errors 1e-5 to 9e-5 with and without padding
+        torch.testing.assert_close(covariance, expected_covariance.float(), rtol=1e-4, atol=2e-4)
+
+
+def test_padded_queries_in_chunks_give_the_one_call_result(monkeypatch):
+    # padded queries go to the kernel in chunks (bounded memory); the chunks
+    # must line up with the queries, leave-one-out flags included
+    queries, prompt, exclude, U = _training_problem(
+        2, 3.0, torch.float32, length=600, n_queries=400
+    )
+    transformed = queries @ U.mT
+    whole, whole_unstable = fused_average(transformed, prompt, exclude=exclude)
+    monkeypatch.setattr(_fused_attention, "_PADDED_QUERIES_PER_CALL", 70)
+    chunked, chunked_unstable = fused_average(transformed, prompt, exclude=exclude)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-6)
+    torch.testing.assert_close(chunked_unstable, whole_unstable)
+    # and no query at all is an empty result, not a call (the kernel dies on it)
+    empty, flags = fused_average(transformed[:, :0], prompt, exclude=exclude[:0])
+    assert empty.shape == (2, 0, 2) and flags.shape == (0,)
 
 
 def test_queries_dominated_by_their_own_token_are_recomputed():

@@ -71,6 +71,51 @@ def test_large_prompt_matches_population_within_monte_carlo_error():
     assert np.max(standard_error) < 0.05 * np.max(np.abs(limit))
 
 
+def test_large_prompt_matches_population_with_different_component_covariances():
+    # Proposition 2.1 in general: the gate carries 1/2 (U z)^T Gamma_k (U z),
+    # which a shared covariance cancels; here the two covariances differ by
+    # about 1.5 I, so the term moves the gate by about 0.75 |U z|^2
+    rng = np.random.default_rng(6)
+    means = np.array([[1.5, 0.0, 0.5], [-0.5, 1.0, 0.0]])
+    weights = np.array([0.45, 0.55])
+    covariances = np.stack(
+        [
+            np.array([[0.5, 0.1, 0.0], [0.1, 0.4, 0.0], [0.0, 0.0, 0.3]]),
+            np.array([[2.0, -0.3, 0.2], [-0.3, 1.8, 0.0], [0.2, 0.0, 1.6]]),
+        ]
+    )
+    # U small enough that every query's weights spread over tens of
+    # thousands of tokens (the delta-method error below assumes as much)
+    length = 200_000
+    component = rng.choice(2, size=length, p=weights)
+    roots = np.linalg.cholesky(covariances)
+    prompt = means[component] + np.einsum(
+        "lij,lj->li", roots[component], rng.normal(size=(length, 3))
+    )
+    U = rng.normal(size=(3, 3)) * 0.15
+    V = rng.normal(size=(2, 3))
+    queries = rng.normal(size=(20, 3)) * 1.5
+
+    finite = softmax_attention(
+        torch.tensor(queries), torch.tensor(prompt), torch.tensor(U), torch.tensor(V)
+    ).numpy()
+    limit = population_softmax_attention(queries, means, weights, covariances, U, V)
+
+    # the same delta-method standard error as above
+    a = softmax(queries @ U.T @ prompt.T, axis=1)
+    centred = (prompt @ V.T)[None, :, :] - finite[:, None, :]
+    standard_error = np.sqrt(np.einsum("nl,nlq->nq", a**2, centred**2))
+    assert np.all(np.abs(finite - limit) < 5 * standard_error)
+    # the quadratic term matters at this precision: dropping it misses by far
+    # more than the Monte Carlo error (measured: 29 times the largest), and so
+    # does doubling it (30 standard errors)
+    transformed = queries @ U.T
+    gate = softmax(np.log(weights) + transformed @ means.T, axis=1)
+    experts = means[None] + np.einsum("kij,nj->nki", covariances, transformed)
+    without_quadratic = np.einsum("nk,nkp->np", gate, experts) @ V.T
+    assert np.max(np.abs(without_quadratic - limit)) > 20 * np.max(standard_error)
+
+
 FIGURE_2_MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
 
 
@@ -88,7 +133,8 @@ def bayes(queries, means, weights, gamma2, xi2):
         np.array([[2.0, 1.0, -1.0], [-2.0, -1.0, 1.0]]),  # opposite means
     ],
 )
-@pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (2.0, 0.5)])
+# gamma^2 = 0: point masses, where the docstring (Remark 4.2) says it stays exact
+@pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (2.0, 0.5), (0.0, 1.0)])
 def test_two_heads_equal_bayes_on_the_population(means, gamma2, xi2):
     weights = np.array([0.3, 0.7])  # "any weights"
     p = means.shape[1]
@@ -99,6 +145,27 @@ def test_two_heads_equal_bayes_on_the_population(means, gamma2, xi2):
         population_softmax_attention(queries, means, weights, noisy, U[h], V[h]) for h in range(2)
     )
     np.testing.assert_allclose(heads, bayes(queries, means, weights, gamma2, xi2), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "means",
+    [
+        np.array([[3.0, 0.0], [0.0, 2.0]]),  # unequal norms
+        np.array([[3.0, 0.0], [-2.0, 0.0]]),  # opposite directions, unequal norms
+        np.array([[2.0], [-1.0]]),  # one feature, unequal norms
+    ],
+)
+def test_two_head_construction_refuses_means_of_unequal_norms(means):
+    # the construction is exact only for equal norms: anything else would be
+    # a wrong denoiser returned without a word
+    with pytest.raises(ValueError, match="equal norms"):
+        two_head_construction(means, 1.0, 4.0)
+
+
+def test_two_head_construction_refuses_equal_means():
+    for means in (np.array([[2.0, 1.0], [2.0, 1.0]]), np.array([[2.0], [2.0]])):
+        with pytest.raises(ValueError, match="distinct"):
+            two_head_construction(means, 1.0, 4.0)
 
 
 @pytest.mark.parametrize("gamma2, xi2", [(1.0, 4.0), (3.0, 0.5)])

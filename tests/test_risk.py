@@ -209,12 +209,12 @@ def test_quadrature_warns_when_not_converged(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(method="exact"), "method must be"),
+        (dict(method="exact"), "'method' parameter"),
         (dict(noise_variance=0.0), "noise_variance"),
-        (dict(n_nodes=0, method="quadrature"), "n_nodes must be a positive integer"),
-        (dict(n_nodes=2.5, method="quadrature"), "n_nodes must be a positive integer"),
-        (dict(n_nodes=10_000, method="quadrature"), "n_nodes must be"),
-        (dict(n_samples=0, method="monte_carlo"), "n_samples must be"),
+        (dict(n_nodes=0, method="quadrature"), "'n_nodes' parameter"),
+        (dict(n_nodes=2.5, method="quadrature"), "'n_nodes' parameter"),
+        (dict(n_nodes=10_000, method="quadrature"), "n_nodes must satisfy"),
+        (dict(n_samples=0, method="monte_carlo"), "'n_samples' parameter"),
         (dict(weights=[0.2, 0.2]), "weights must sum to 1"),
     ],
 )

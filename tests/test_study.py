@@ -184,7 +184,7 @@ def test_command_line_writes_the_report(tmp_path, capsys):
 def test_compare_denoisers_on_one_split():
     rows = compare_denoisers(n_samples=400, n_test=400, device="cpu")
     ratios = {row["method"]: row["mse_over_bayes"] for row in rows}
-    assert ratios["BayesDenoiser (oracle)"] == 1.0
+    assert ratios["Bayes (oracle)"] == 1.0
     assert ratios["LinearAttentionDenoiser"] > ratios["SoftmaxAttentionDenoiser (2 residual heads)"]
 
 

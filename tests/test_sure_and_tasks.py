@@ -116,7 +116,7 @@ def test_denoising_tasks_are_admissible():
     assert noise.var() == pytest.approx(4.0, rel=0.03)
     first = next(make_denoising_tasks(1, 10, 2, random_state=1))[0]
     np.testing.assert_array_equal(first, next(make_denoising_tasks(1, 10, 2, random_state=1))[0])
-    with pytest.raises(ValueError, match="n_features must be a positive integer"):
+    with pytest.raises(ValueError, match="'n_features' parameter"):
         next(make_denoising_tasks(1, 10, 0))
 
 

@@ -7,10 +7,11 @@ as Markdown, CSV, JSON and PNG figures.
 """
 
 from ._cli import main
-from ._figure2 import compare_denoisers, format_table
+from ._compare_denoisers import compare_denoisers, format_table
 from ._oracle import MixtureBayesClassifier
-from ._report import summarise, write_report
+from ._report import write_report
 from ._runner import StudyResult, run_study
+from ._summary import summarise
 
 __all__ = [
     "MixtureBayesClassifier",

@@ -11,7 +11,7 @@ import numpy as np
 from .._bayes_denoiser import BayesDenoiser
 from ..dynamics import plot_trajectories
 from ._estimators import BAYES
-from ._report import summarise
+from ._summary import summarise
 
 
 def make_figures(result, out: Path) -> list[Path]:

@@ -22,7 +22,7 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from .._classifier import SoftmaxAttentionClassifier
 from .._device import resolve_device
 from ._estimators import classifiers, denoisers
-from ._report import add_relative_scores
+from ._summary import add_relative_scores
 from ._tasks import TASK_NAMES, Task, classification_tasks, denoising_tasks
 
 CLASSIFICATION_SCORING = {"accuracy": "accuracy", "log_loss": "neg_log_loss"}

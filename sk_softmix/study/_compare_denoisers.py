@@ -5,11 +5,9 @@ import time
 import numpy as np
 
 from .._bayes_denoiser import BayesDenoiser
-from .._gmm_denoiser import GaussianMixtureDenoiser
-from .._linear_denoiser import LinearAttentionDenoiser
-from .._softmax_denoiser import SoftmaxAttentionDenoiser
 from ..datasets import make_gaussian_mixture
-from ._tasks import FIGURE_2
+from ._estimators import BAYES, denoisers
+from ._tasks import FIGURE_2, Task
 
 
 def compare_denoisers(
@@ -46,32 +44,31 @@ def compare_denoisers(
     >>> from sk_softmix.study import compare_denoisers
     >>> rows = compare_denoisers(n_samples=300, n_test=300, device="cpu")
     >>> [row["method"] for row in rows][-1]
-    'BayesDenoiser (oracle)'
+    'Bayes (oracle)'
     """
-    task = FIGURE_2
-    Z, X, _ = make_gaussian_mixture(n_samples, **task, random_state=random_state)
-    Z_test, X_test, _ = make_gaussian_mixture(n_test, **task, random_state=random_state + 1)
-    common = {"device": device, "random_state": random_state, "verbose": verbose}
-    methods = {
-        "SoftmaxAttentionDenoiser (2 residual heads)": SoftmaxAttentionDenoiser(**common),
-        "SoftmaxAttentionDenoiser (2 plain heads)": SoftmaxAttentionDenoiser(
-            residual=False, **common
-        ),
-        "SoftmaxAttentionDenoiser (1 plain head)": SoftmaxAttentionDenoiser(
-            n_heads=1, residual=False, **common
-        ),
-        "LinearAttentionDenoiser": LinearAttentionDenoiser(**common),
-        "GaussianMixtureDenoiser": GaussianMixtureDenoiser(
-            noise_variance=task["noise_variance"], random_state=random_state
-        ),
-        "BayesDenoiser (oracle)": BayesDenoiser(**task),
-    }
+    mixture = FIGURE_2
+    Z, X, _ = make_gaussian_mixture(n_samples, **mixture, random_state=random_state)
+    Z_test, X_test, _ = make_gaussian_mixture(n_test, **mixture, random_state=random_state + 1)
+    # the study's own list of denoisers, at its full-mode settings
+    task = Task(
+        "figure2",
+        "",
+        Z,
+        X,
+        BayesDenoiser(**mixture),
+        mixture["noise_variance"],
+        len(mixture["means"]),
+    )
+    methods = denoisers(task, quick=False, device=device, random_state=random_state)
+    for estimator in methods.values():
+        if "verbose" in estimator.get_params():
+            estimator.set_params(verbose=verbose)
     rows = []
     for name, estimator in methods.items():
         start = time.perf_counter()
         estimator.fit(Z, X)
         fitted = time.perf_counter()
-        denoised = estimator.transform(Z_test)
+        denoised = estimator.predict(Z_test)  # the affine map is a regressor
         done = time.perf_counter()
         rows.append(
             {
@@ -81,7 +78,7 @@ def compare_denoisers(
                 "transform_seconds": done - fitted,
             }
         )
-    oracle = rows[-1]["mse"]
+    oracle = next(row["mse"] for row in rows if row["method"] == BAYES)
     for row in rows:
         row["mse_over_bayes"] = row["mse"] / oracle
     return rows

@@ -1,0 +1,88 @@
+"""Every training query leaves its own token out of the prompt it attends to.
+
+A query that sees its own noisy copy can copy it: a denoiser trained that way
+learns the identity, a classifier learns to read the query's own label. These
+tests watch the engine's inputs during ``fit`` and ``fit_transform`` and
+check, query by query, that the token equal to the query is the one excluded,
+and that a query outside the prompt excludes nothing.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from sk_softmix import (
+    LinearAttentionDenoiser,
+    SoftmaxAttentionClassifier,
+    SoftmaxAttentionDenoiser,
+    _classifier,
+)
+
+
+def _check_own_token_excluded(queries, keys, exclude):
+    """``exclude[j]`` is the row of ``keys`` equal to ``queries[j]``, -1 if none."""
+    same = (queries[:, None, :] == keys[None, :, :]).all(dim=-1)  # (n, L)
+    # continuous data: a query equals at most one token (its own copy)
+    assert same.sum(dim=1).max() <= 1
+    own = torch.where(same.any(dim=1), same.int().argmax(dim=1), -1)
+    if exclude is None:
+        assert not same.any(), "queries in the prompt attended to their own token"
+        return 0
+    np.testing.assert_array_equal(exclude.cpu().numpy(), own.cpu().numpy())
+    return int((own >= 0).sum())
+
+
+def _watch(monkeypatch, owner, name, check):
+    """Run ``check(*args)`` on every call of ``owner.name`` before the call itself."""
+    original = getattr(owner, name)
+
+    def watched(*args, **kwargs):
+        check(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, watched)
+
+
+def _data(n=240, p=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p)) + np.where(rng.random(n) < 0.5, 2.0, -2.0)[:, None]
+    return X, X + rng.normal(size=(n, p))
+
+
+@pytest.mark.parametrize("kind", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
+@pytest.mark.parametrize("supervised", [True, False])
+def test_denoiser_training_queries_leave_their_own_token_out(kind, supervised, monkeypatch):
+    clean, noisy = _data()
+    excluded = []
+
+    def check(self, parameters, queries, prompt, exclude):
+        excluded.append(_check_own_token_excluded(queries, prompt, exclude))
+
+    _watch(monkeypatch, kind, "_forward", check)
+    _watch(monkeypatch, kind, "_forward_and_divergence", check)
+    denoiser = kind(
+        max_iter=3, noise_variance=1.0, prompt_size=150, early_stopping=True, random_state=0
+    )
+    denoiser.fit(noisy, clean if supervised else None)
+    # the training steps did meet queries in their own prompt
+    assert sum(excluded) > 0
+    excluded.clear()
+    denoiser.fit_transform(noisy, clean if supervised else None)
+    assert sum(excluded) > 0
+
+
+def test_classifier_training_queries_leave_their_own_token_out(monkeypatch):
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+    n_features = X.shape[1]
+    excluded = []
+
+    def check(parameters, features, prompt, exclude, batch_size):
+        # prompt tokens are (x_i, label_i): a query's own token has its x
+        excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
+
+    _watch(monkeypatch, _classifier, "classifier_scores", check)
+    SoftmaxAttentionClassifier(
+        max_iter=3, solver="adam", prompt_size=150, early_stopping=True, random_state=0
+    ).fit(X, y)
+    assert sum(excluded) > 0
