@@ -22,6 +22,20 @@ def shared_covariance_identity(queries, means, weights, covariance, U, V):
     return (queries @ U.T @ covariance.T + gate @ means) @ V.T
 
 
+def finite_prompt_head(queries, prompt, U, V):
+    """The head on a finite prompt and its Monte Carlo standard error.
+
+    The self-normalised average ``sum_i a_i V z_i`` has, by the delta method,
+    variance ``sum_i a_i^2 (V (z_i - mean))^2`` per coordinate.
+    """
+    finite = softmax_attention(
+        torch.tensor(queries), torch.tensor(prompt), torch.tensor(U), torch.tensor(V)
+    ).numpy()
+    a = softmax(queries @ U.T @ prompt.T, axis=1)  # (n, L)
+    centred = (prompt @ V.T)[None, :, :] - finite[:, None, :]  # (n, L, q)
+    return finite, np.sqrt(np.einsum("nl,nlq->nq", a**2, centred**2))
+
+
 def test_population_formula_reduces_to_shared_covariance_form():
     rng = np.random.default_rng(0)
     means = rng.normal(size=(3, 4)) * 2
@@ -54,17 +68,8 @@ def test_large_prompt_matches_population_within_monte_carlo_error():
     V = rng.normal(size=(2, 3))
     queries = rng.normal(size=(20, 3)) * 1.5
 
-    finite = softmax_attention(
-        torch.tensor(queries), torch.tensor(prompt), torch.tensor(U), torch.tensor(V)
-    ).numpy()
+    finite, standard_error = finite_prompt_head(queries, prompt, U, V)
     limit = shared_covariance_identity(queries, means, weights, covariance, U, V)
-
-    # Monte Carlo error of the self-normalised average sum_i a_i V z_i: by the
-    # delta method its variance is sum_i a_i^2 (V (z_i - mean))^2 per coordinate.
-    scores = queries @ U.T @ prompt.T  # (n, L)
-    a = softmax(scores, axis=1)
-    centred = (prompt @ V.T)[None, :, :] - finite[:, None, :]  # (n, L, q)
-    standard_error = np.sqrt(np.einsum("nl,nlq->nq", a**2, centred**2))
     # 40 comparisons: 5 standard errors is a two-sided 6e-7 tail each
     assert np.all(np.abs(finite - limit) < 5 * standard_error)
     # and the error is genuinely small, not hidden by a loose bound
@@ -96,15 +101,8 @@ def test_large_prompt_matches_population_with_different_component_covariances():
     V = rng.normal(size=(2, 3))
     queries = rng.normal(size=(20, 3)) * 1.5
 
-    finite = softmax_attention(
-        torch.tensor(queries), torch.tensor(prompt), torch.tensor(U), torch.tensor(V)
-    ).numpy()
+    finite, standard_error = finite_prompt_head(queries, prompt, U, V)
     limit = population_softmax_attention(queries, means, weights, covariances, U, V)
-
-    # the same delta-method standard error as above
-    a = softmax(queries @ U.T @ prompt.T, axis=1)
-    centred = (prompt @ V.T)[None, :, :] - finite[:, None, :]
-    standard_error = np.sqrt(np.einsum("nl,nlq->nq", a**2, centred**2))
     assert np.all(np.abs(finite - limit) < 5 * standard_error)
     # the quadratic term matters at this precision: dropping it misses by far
     # more than the Monte Carlo error (measured: 29 times the largest), and so
