@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._attention_kernels import queries_per_chunk
 from ._device import as_tensor, resolve_device
 from ._fused_attention import fused_kernel_available
 from ._threads import (
@@ -41,7 +42,7 @@ from ._validation import (
     unchanged_on_error,
     unstandardised_features,
 )
-from .attention import queries_per_chunk, softmax_attention
+from .attention import softmax_attention
 from .lda import (
     class_statistics,
     effective_coordinates,

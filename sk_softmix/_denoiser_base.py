@@ -16,6 +16,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._attention_kernels import queries_per_chunk
 from ._denoiser_mixin import FLOAT_DTYPES, DenoiserMixin
 from ._device import as_tensor, resolve_device
 from ._threads import (
@@ -51,7 +52,6 @@ from ._validation import (
     unchanged_on_error,
     warn_if_misspecified,
 )
-from .attention import queries_per_chunk
 
 # A trained start replaces the linear start when it validates better at all
 # (squared errors or SURE have light tails, and SURE's per-point noise is large:

@@ -18,19 +18,17 @@ prompt, and a training query must not attend to its own copy. It holds, for
 each query, the index of the token to leave out, or ``-1``.
 """
 
-import math
-
 import torch
 
-from ._fused_attention import fused_average, fused_kernel_available
-
-# Above this many features the closed-form backward (which carries the
-# p x p attention-weighted covariance through the forward pass) costs more than
-# letting autograd store the attention weights.
-_CLOSED_FORM_MAX_FEATURES = 8
-
-# Default query chunk: about 2**24 score entries (64 MiB in float32) at a time.
-_DEFAULT_CHUNK_ENTRIES = 2**24
+from ._attention_kernels import (
+    _CLOSED_FORM_MAX_FEATURES,
+    _kernel_name,
+    _matmul_mean,
+    _moments,
+    _sdpa_mean,
+    queries_per_chunk,  # noqa: F401  (the estimators' chunk sizes)
+)
+from ._reference_attention import softmax_average
 
 METHODS = ("auto", "sdpa", "matmul", "reference")
 
@@ -122,7 +120,9 @@ def softmax_attention(
     U, V = _as_heads(U, V, queries.shape[-1])
     _check_prompt(queries, prompt, exclude)
     n_heads, p = U.shape[0], queries.shape[-1]
-    # U_h z for every head in one (n, p) @ (p, H p) product -> (H, n, p)
+    # T_h(z) = V_h sum_i softmax_i(z_i^T U_h z) z_i: U_h z for every head in one
+    # (n, p) @ (p, H p) product -> (H, n, p), then the softmax average over the
+    # prompt (attention_mean), then V_h
     transformed = (queries @ U.flatten(0, 1).mT).view(-1, n_heads, p).transpose(0, 1)
     mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)
     out = mean @ V.mT  # (H, n, p) @ (H, p, q): V_h applied per head
@@ -283,111 +283,14 @@ def attention_mean(
 
 
 def _reference_mean(transformed, prompt, exclude, batch_size=None):
-    """The formula as written, ``softmax(scores) @ prompt``, in one block."""
-    scores = _scores(transformed, prompt, exclude)  # (H, n, L)
-    return (torch.softmax(scores, dim=-1) @ prompt.to(scores.dtype)).to(transformed.dtype)
+    """The paper's eq. 1 as written: every score ``z_i . (U z)``, their softmax
+    ``a_i`` over the prompt, then ``sum_i a_i z_i`` (``softmax_average``)."""
+    return softmax_average(transformed, prompt, exclude)
 
 
-def _matmul_mean(transformed, prompt, exclude, batch_size=None):
-    """Queries in chunks of about 2**24 scores (or ``batch_size``).
-
-    Without gradients each chunk's scores are exponentiated in place in one
-    reused buffer; with them, small ``p`` uses the closed-form backward and
-    larger ``p`` lets autograd store the weights.
-    """
-    step = queries_per_chunk(batch_size, transformed.shape[0], prompt.shape[0])
-    # Every chunk writes its scores into the same buffer: a fresh (H, step, L)
-    # block per chunk let glibc keep the freed ones resident (its mmap
-    # threshold rises after the first free), so memory grew with the number of
-    # queries instead of staying one chunk.
-    workspace = _Workspace(prompt)
-    needs_grad = _needs_grad(transformed, prompt)
-    means = []
-    for start in range(0, transformed.shape[1], step):
-        chunk = transformed[:, start : start + step]
-        chunk_exclude = None if exclude is None else exclude[start : start + step]
-        if not needs_grad:
-            with torch.no_grad():
-                means.append(
-                    _weighted_moments(
-                        chunk, prompt, chunk_exclude, second=False, workspace=workspace
-                    )[0]
-                )
-        elif prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
-            means.append(_reference_mean(chunk, prompt, chunk_exclude))
-        else:
-            means.append(_ClosedFormMean.apply(chunk, prompt, chunk_exclude, False))
-    return torch.cat(means, dim=1)
-
-
-def _sdpa_mean(transformed, prompt, exclude, batch_size=None):
-    """torch's fused kernel (see ``_fused_attention``): no scores block at all.
-
-    Queries whose left-out token dominates their weights are redone by the
-    matmul kernel, exactly.
-    """
-    if _needs_grad(transformed, prompt) and prompt.shape[-1] <= _CLOSED_FORM_MAX_FEATURES:
-        return _ClosedFormMean.apply(transformed, prompt, exclude, True)
-    mean, unstable = fused_average(transformed, prompt, exclude=exclude)
-    return _redo_rows(
-        mean,
-        unstable,
-        lambda rows: _matmul_mean(transformed[:, rows], prompt, exclude[rows], batch_size),
-    )
-
-
+# The formula first; then the same average fast, in ``_attention_kernels``:
+# chunks of scores exponentiated in place, and torch's fused kernel.
 _KERNELS = {"reference": _reference_mean, "matmul": _matmul_mean, "sdpa": _sdpa_mean}
-
-
-def _kernel_name(method, transformed, prompt, exclude):
-    """The one place that picks a kernel.
-
-    ``"auto"`` and ``"sdpa"`` take the fused kernel wherever it gives the
-    exact answer: a CPU or CUDA device (leave-one-out on the CPU only), a
-    prompt that needs no gradient, and scores that cannot overflow the dtype
-    (checked without gradients only: the estimators train on data scaled to
-    unit RMS, and the check is a host sync). Elsewhere ``"matmul"``.
-    """
-    if method in ("reference", "matmul"):
-        return method
-    p = transformed.shape[-1]
-    if (
-        _needs_grad(transformed, prompt)
-        and p > _CLOSED_FORM_MAX_FEATURES
-        and (transformed.device.type == "cpu")
-    ):
-        # On the CPU the fused backward (which recomputes the weights block by
-        # block) lost to autograd through stored weights in the training
-        # batch's chunks of 256 queries: it took 1.2-1.9x as long at p = 12-74,
-        # L = 1,500-20,000 (the classifier's L-BFGS fit on C2: 4.5 s, not 2.9 s).
-        return "matmul"
-    fused = (
-        fused_kernel_available(transformed.device, exclude is not None, transformed.dtype, p)
-        and not prompt.requires_grad
-        and (
-            _needs_grad(transformed, prompt)
-            # |z_i . t| <= p max|z_i| max|t|: looser than Cauchy-Schwarz, cheaper
-            or not _may_overflow(
-                _largest_magnitude(transformed) * transformed.shape[-1],
-                _largest_magnitude(prompt),
-                transformed.dtype,
-            )
-        )
-    )
-    return "sdpa" if fused else "matmul"
-
-
-def _needs_grad(transformed, prompt):
-    """Whether the caller will differentiate: the one definition every kernel uses."""
-    return torch.is_grad_enabled() and (transformed.requires_grad or prompt.requires_grad)
-
-
-def _redo_rows(result, unstable, recompute):
-    """``result`` with the rows flagged ``unstable`` (on axis 1) replaced by ``recompute(rows)``."""
-    if unstable is None or not bool(unstable.any()):
-        return result
-    rows = unstable.nonzero().squeeze(1)
-    return result.index_copy(1, rows, recompute(rows).to(result.dtype))
 
 
 def attention_covariance(
@@ -462,197 +365,6 @@ def _fused_moments_apply(transformed, prompt, exclude):
     )
 
 
-def _moments(transformed, prompt, exclude, *, fused, training=None):
-    """Attention-weighted mean and covariance, by the fused kernel or by matmul;
-    differentiable with respect to ``transformed`` when it requires grad."""
-    if not fused:
-        if not _needs_grad(transformed, prompt):
-            with torch.no_grad():
-                return _weighted_moments(
-                    transformed, prompt, exclude, second=True, training=training
-                )
-        weights = torch.softmax(_scores(transformed, prompt, exclude), dim=-1)  # (H, n, L)
-        return _mean_and_covariance(weights, 1.0, prompt, transformed.dtype)
-    centre, values = _moment_values(prompt, transformed.dtype)
-    moments, unstable = fused_average(transformed, prompt, values, exclude, centre)
-
-    def exact_rows(rows):  # the same averages under weights computed exactly
-        scores = _scores(transformed[:, rows], prompt, exclude[rows], training=training)
-        return (torch.softmax(scores, dim=-1) @ values.to(scores.dtype)).to(moments.dtype)
-
-    moments = _redo_rows(moments, unstable, exact_rows)
-    return _mean_and_covariance_of(moments, centre, transformed.dtype)
-
-
-class _ClosedFormMean(torch.autograd.Function):
-    """Softmax-weighted mean whose backward is ``Cov_a @ grad``: no weights stored."""
-
-    @staticmethod
-    def forward(ctx, transformed, prompt, exclude, fused):
-        # grad mode is off in here, but this is a training step (see _scores)
-        mean, covariance = _moments(transformed, prompt, exclude, fused=fused, training=True)
-        ctx.save_for_backward(covariance)
-        return mean
-
-    @staticmethod
-    def backward(ctx, grad_mean):
-        (covariance,) = ctx.saved_tensors
-        # (H, n, p, p) @ (H, n, p, 1): the covariance is symmetric, so J^T g = J g
-        return (covariance @ grad_mean.unsqueeze(-1)).squeeze(-1), None, None, None
-
-
-def _weighted_moments(transformed, prompt, exclude, *, second, workspace=None, training=None):
-    """Softmax weights exponentiated in place, then one matmul for the moments."""
-    scores = _scores(transformed, prompt, exclude, workspace, training)  # (H, n, L)
-    scores -= scores.amax(dim=-1, keepdim=True)
-    weights = scores.exp_()  # unnormalised, in (0, 1]
-    total = weights.sum(dim=-1, keepdim=True)  # (H, n, 1), >= 1
-    if not second:
-        mean = (weights @ prompt.to(weights.dtype)) / total  # (H, n, L) @ (L, p) -> (H, n, p)
-        return mean.to(transformed.dtype), None
-    return _mean_and_covariance(weights, total, prompt, transformed.dtype)
-
-
-def _mean_and_covariance(weights, total, prompt, dtype):
-    """Mean and covariance of the prompt under the weights ``weights / total``."""
-    centre, values = _moment_values(prompt, weights.dtype)
-    return _mean_and_covariance_of((weights @ values) / total, centre, dtype)
-
-
-def _moment_values(prompt, dtype):
-    """The prompt's centre ``c`` and, per token, ``[z - c, (z - c)(z - c)^T]``
-    flattened, (L, p + p^2) in ``dtype``. Averaged under attention weights
-    they give the first two moments about ``c``, so the covariance does not
-    suffer cancellation when the data sit far from the origin."""
-    centre = prompt.mean(dim=0)
-    centred = (prompt - centre).to(dtype)
-    p = prompt.shape[-1]
-    products = (centred.unsqueeze(-1) * centred.unsqueeze(-2)).reshape(-1, p * p)
-    return centre, torch.cat([centred, products], dim=-1)
-
-
-def _mean_and_covariance_of(moments, centre, dtype):
-    """Mean and covariance from the averaged ``_moment_values``, (H, n, p + p^2)."""
-    p = centre.shape[-1]
-    mean = moments[..., :p]
-    covariance = moments[..., p:].unflatten(-1, (p, p)) - mean.unsqueeze(-1) * mean.unsqueeze(-2)
-    return mean.to(dtype) + centre.to(dtype), covariance.to(dtype)
-
-
-def _largest_magnitude(tensor):
-    """``max |tensor|`` as a 0-d tensor, from its extremes: ``tensor.abs()``
-    would allocate a prompt-sized temporary per call, which cost 0.1-0.2 ms
-    a call (fresh pages) next to a 6 ms kernel."""
-    if tensor.numel() == 0:
-        return tensor.new_zeros(())
-    smallest, largest = torch.aminmax(tensor)
-    return torch.maximum(largest, -smallest)
-
-
-def _may_overflow(transformed_norm_bound, prompt_norm_bound, dtype):
-    """Whether a score ``z_i . (U z)`` can leave ``dtype``'s range (Cauchy-Schwarz)."""
-    return bool(transformed_norm_bound * prompt_norm_bound > torch.finfo(dtype).max / 4)
-
-
-def _scores(transformed, prompt, exclude, workspace=None, training=None):
-    """Scores ``z_i . (U z)`` with excluded tokens at ``-inf``; (H, n, L).
-
-    With a ``workspace`` the scores are written into its buffer, which the
-    caller must not need again until it is done with these scores.
-    """
-    dtype = transformed.dtype
-    # Not while training: the estimators train on data scaled to unit RMS, and
-    # the check is a host sync (a GPU stall per step). The closed-form
-    # backward's forward runs with grad mode off and says so itself.
-    if training is None:
-        training = torch.is_grad_enabled() and transformed.requires_grad
-    # the workspace's prompt norm: an O(L) temporary per chunk fragments the heap
-    prompt_norm = prompt.norm(dim=-1).amax() if workspace is None else workspace.prompt_norm
-    if not training and _may_overflow(transformed.norm(dim=-1).amax(), prompt_norm, dtype):
-        dtype = torch.float64  # overflow-prone magnitudes: score in double precision
-        if _beyond_float64(transformed, prompt):
-            return _far_scores(transformed, prompt, exclude)
-    n_heads, n_queries, p = transformed.shape
-    if workspace is None:
-        scores = transformed.to(dtype) @ prompt.to(dtype).mT  # (H, n, p) @ (p, L) -> (H, n, L)
-    else:
-        scores = workspace.take((n_heads, n_queries, prompt.shape[0]), dtype, prompt.device)
-        # one (H n, p) @ (p, L) product straight into the buffer
-        torch.mm(
-            transformed.to(dtype).reshape(-1, p),
-            prompt.to(dtype).mT,
-            out=scores.view(-1, prompt.shape[0]),
-        )
-    if exclude is not None:
-        _exclude_in_place(scores, exclude)
-    return scores
-
-
-def _exclude_in_place(scores, exclude):
-    """Set each query's excluded score to ``-inf`` (``exclude = -1``: none)."""
-    # a gather and a scatter, no nonzero(): selecting rows on the host would
-    # cost a GPU sync per chunk
-    rows, columns = torch.arange(scores.shape[1], device=scores.device), exclude.clamp(min=0)
-    kept = scores[:, rows, columns]
-    scores[:, rows, columns] = torch.where(exclude >= 0, -math.inf, kept)
-
-
-def _power_of_two_above(tensor) -> int:
-    """The exponent ``e`` with ``max |tensor| < 2**e`` (0 for an empty or zero tensor)."""
-    largest = float(tensor.abs().amax()) if tensor.numel() else 0.0
-    if not math.isfinite(largest):
-        raise ValueError(
-            "softmax_attention: U z or the prompt overflows its dtype; the scores "
-            "z_i^T U z cannot be formed. Rescale the inputs."
-        )
-    return math.frexp(largest)[1]
-
-
-def _beyond_float64(transformed, prompt):
-    """Whether a score ``z_i . (U z)`` can leave float64's range (max-norm bound)."""
-    bound = _power_of_two_above(transformed) + _power_of_two_above(prompt)
-    return bound + math.ceil(math.log2(prompt.shape[-1])) + 2 > 1023
-
-
-def _far_scores(transformed, prompt, exclude):
-    """Scores shifted to a maximum of 0 per query, for magnitudes past float64.
-
-    Both factors are divided by powers of two (exact) so that the products
-    fit, the row maximum is subtracted, and only then is the scale put back:
-    the gaps may overflow to ``-inf`` (weight 0), the maximum stays 0, so the
-    softmax of the result is that of the true scores.
-    """
-    exponent_t, exponent_p = _power_of_two_above(transformed), _power_of_two_above(prompt)
-    scaled_t = transformed.to(torch.float64) * 2.0 ** -max(exponent_t, -1000)
-    scaled_p = prompt.to(torch.float64) * 2.0 ** -max(exponent_p, -1000)
-    scores = scaled_t @ scaled_p.mT  # (H, n, p) @ (p, L) -> (H, n, L), |.| <= p
-    if exclude is not None:
-        _exclude_in_place(scores, exclude)
-    scores -= scores.amax(dim=-1, keepdim=True)
-    exponent = max(exponent_t, -1000) + max(exponent_p, -1000)
-    while exponent > 0:  # in steps float64 holds: 0 * finite stays 0
-        step = min(exponent, 1000)
-        scores *= 2.0**step
-        exponent -= step
-    return scores
-
-
-class _Workspace:
-    """What every chunk of one call over ``prompt`` reuses: a scores buffer
-    (grown when too small) and the prompt's largest token norm."""
-
-    def __init__(self, prompt):
-        self.buffer = None
-        self.prompt_norm = prompt.norm(dim=-1).amax()
-
-    def take(self, shape, dtype, device):
-        size = math.prod(shape)
-        buffer = self.buffer
-        if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
-            buffer = self.buffer = torch.empty(size, dtype=dtype, device=device)
-        return buffer[:size].view(shape)
-
-
 def _as_heads(U, V, n_features):
     if U.dim() == 2:
         U = U.unsqueeze(0)
@@ -694,18 +406,6 @@ def _check_prompt(queries, prompt, exclude):
             )
         if prompt.shape[0] < 2 and bool((exclude >= 0).any()):
             raise ValueError("A query cannot leave out the only token of its prompt.")
-
-
-def queries_per_chunk(batch_size, n_heads, prompt_length):
-    """``batch_size``, or the queries whose scores fill about 2**24 entries.
-
-    With ``batch_size=None`` a chunk holds ``n_heads * chunk * prompt_length``
-    scores of at most ``_DEFAULT_CHUNK_ENTRIES`` (64 MiB in float32),
-    whatever the prompt's length.
-    """
-    if batch_size is not None:
-        return max(1, int(batch_size))
-    return max(1, _DEFAULT_CHUNK_ENTRIES // (n_heads * prompt_length))
 
 
 def stacked_linear_attention(

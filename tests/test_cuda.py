@@ -18,6 +18,7 @@ import pytest
 import torch
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
+import sk_softmix._attention_kernels as kernels_module
 import sk_softmix._classifier as classifier_module
 import sk_softmix._softmax_denoiser as softmax_denoiser_module
 from sk_softmix import (
@@ -164,9 +165,9 @@ def cuda_code_path(monkeypatch):
     there runs on the matmul kernel: the CPU's rule is swapped for CUDA's.
     """
     as_on_cuda = functools.partial(attention.softmax_attention, method="sdpa")
-    cuda_rule = attention.fused_kernel_available
+    cuda_rule = kernels_module.fused_kernel_available
     monkeypatch.setattr(
-        attention,
+        kernels_module,
         "fused_kernel_available",
         lambda device, *args: cuda_rule(torch.device("cuda"), *args),
     )

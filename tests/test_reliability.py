@@ -8,6 +8,8 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+import sk_softmix._attention_kernels as kernels_module
+import sk_softmix._reference_attention as reference_module
 import sk_softmix.attention as attention_module
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture, make_lda
@@ -92,14 +94,14 @@ def _record_chunk_sizes(monkeypatch):
     the matmul kernel (the fused kernel, the CPU default, stores no scores:
     it takes over where that one is not exact)."""
     sizes = []
-    scores_of = attention_module._scores
+    scores_of = kernels_module._scores
     monkeypatch.setattr(attention_module, "_kernel_name", lambda *args: "matmul")
 
     def recording(transformed, *args, **kwargs):
         sizes.append(transformed.shape[1])  # (H, queries in the chunk, p)
         return scores_of(transformed, *args, **kwargs)
 
-    monkeypatch.setattr(attention_module, "_scores", recording)
+    monkeypatch.setattr(kernels_module, "_scores", recording)
     return sizes
 
 
@@ -117,7 +119,8 @@ def test_a_million_queries_stream_in_chunks(monkeypatch):
     # the streamed result equals a direct evaluation of a slice, on the fused
     # kernel, which forms no scores at all
     monkeypatch.undo()
-    monkeypatch.setattr(attention_module, "_scores", lambda *args, **kwargs: pytest.fail())
+    for module in (kernels_module, reference_module):
+        monkeypatch.setattr(module, "_scores", lambda *args, **kwargs: pytest.fail())
     # two float32 kernels: a few ulps apart (4.8e-7 at most, measured, on
     # outputs up to about 10), hence atol for the outputs near 0
     np.testing.assert_allclose(
