@@ -453,10 +453,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             ``f(x)`` for two classes (positive favours ``classes_[1]``), the
             ``C`` logits otherwise.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        scores = self._scores(X)
-        return scores[:, 0] if len(self.classes_) == 2 else scores
+        scores = self._logits(X)
+        return scores[:, 1] if len(self.classes_) == 2 else scores
 
     def predict_log_proba(self, X):
         """Log-probabilities of the classes.
@@ -472,13 +470,8 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
             ``log_softmax`` of the logits; for two classes the logits are
             ``(0, f(x))``.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        logits = self._scores(X)
-        if len(self.classes_) == 2:
-            logits = np.hstack([np.zeros_like(logits), logits])
         # in NumPy: a torch kernel here would wake torch's thread pool for a few rows
-        return log_softmax(logits, axis=1)
+        return log_softmax(self._logits(X), axis=1)
 
     def predict_proba(self, X):
         """Probabilities of the classes.
@@ -508,10 +501,18 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
-        scores = self.decision_function(X)
-        if len(self.classes_) == 2:  # the logits (0, f(x)): ties go to classes_[0]
-            return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        # argmax takes the first of tied logits: a binary f(x) = 0 gives classes_[0]
+        return self.classes_[np.argmax(self._logits(X), axis=1)]
+
+    def _logits(self, X):
+        """One logit per class, (n_samples, n_classes): the one place where
+        the binary score ``f(x)`` becomes the logits ``(0, f(x))``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        scores = self._scores(X)
+        if len(self.classes_) == 2:
+            return np.hstack([np.zeros_like(scores), scores])
+        return scores
 
     def effective_coordinates(self) -> dict:
         """Effective coordinates ``(w, b, r, s, s0)`` of a fitted binary model.
