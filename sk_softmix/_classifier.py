@@ -501,8 +501,9 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
+        logits = self._logits(X)
         # argmax takes the first of tied logits: a binary f(x) = 0 gives classes_[0]
-        return self.classes_[np.argmax(self._logits(X), axis=1)]
+        return self.classes_[np.argmax(logits, axis=1)]
 
     def _logits(self, X):
         """One logit per class, (n_samples, n_classes): the one place where
