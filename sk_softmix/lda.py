@@ -475,8 +475,16 @@ def population_risk(theta, X, y, means, covariance, prior):
     ----------
     theta : sequence of (U11 (d, d), u12 (d,), v21 (d,), v22 ())
         Attention parameters, float64 tensors or arrays.
-    X, y, means, covariance, prior
-        As in :func:`population_gradient_descent`.
+    X : ndarray of shape (n, d)
+        Sample of the population.
+    y : ndarray of shape (n,)
+        Its labels in {-1, +1}.
+    means : ndarray of shape (2, d)
+        ``m_{-1}`` then ``m_1`` of the population.
+    covariance : ndarray of shape (d, d)
+        The population's shared class covariance ``Gamma``.
+    prior : float
+        The population's ``pi_+``.
 
     Returns
     -------

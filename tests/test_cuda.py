@@ -19,7 +19,7 @@ import torch
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
 import sk_softmix._attention_kernels as kernels_module
-import sk_softmix._classifier as classifier_module
+import sk_softmix._classifier_heads as classifier_heads_module
 import sk_softmix._softmax_denoiser as softmax_denoiser_module
 from sk_softmix import (
     BayesDenoiser,
@@ -172,7 +172,7 @@ def cuda_code_path(monkeypatch):
         lambda device, *args: cuda_rule(torch.device("cuda"), *args),
     )
     monkeypatch.setattr(softmax_denoiser_module, "softmax_attention", as_on_cuda)
-    monkeypatch.setattr(classifier_module, "softmax_attention", as_on_cuda)
+    monkeypatch.setattr(classifier_heads_module, "softmax_attention", as_on_cuda)
     return _HostSyncCounter(monkeypatch)
 
 
