@@ -20,9 +20,12 @@ from ._classifier_heads import (
     classifier_scores,
     classifier_tokens,
     coordinate_history,
+    from_fitted_shapes,
     head_constant,
     heads_coordinates,
+    label_width,
     lda_skip,
+    to_fitted_shapes,
     zero_heads,
 )
 from ._device import as_tensor, resolve_device
@@ -677,9 +680,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 X, labels, X[prompt_indices], labels[prompt_indices], n_classes, head_seed, [chosen]
             )[chosen]
         for name, value in parameters.items():
-            value = value[:, 0] if n_classes == 2 and name in ("u12", "v21") else value
-            value = value[:, 0, 0] if n_classes == 2 and name == "v22" else value
-            setattr(self, f"{name}_", value)
+            setattr(self, f"{name}_", to_fitted_shapes(name, value, n_classes))
         self.classes_ = classes
         self.prompt_X_, self.prompt_y_ = X[prompt_indices], labels[prompt_indices]
         self.prompt_indices_ = prompt_indices
@@ -695,7 +696,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         (H, d, d), ``u12`` and ``v21`` (H, width, d), ``v22`` (H, width,
         width), ``skip`` (width, d) and ``intercept`` (width,).
         """
-        width = 1 if n_classes == 2 else n_classes
+        width = label_width(n_classes)
         if names is None:
             names = [self.init]
             if self.init == "auto":
@@ -796,7 +797,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 # a training step: not a final score, not a thread-count probe
                 if binary and torch.is_grad_enabled() and not in_timing_probe():
                     recorded.append({k: v.detach().clone() for k, v in trained.items()})
-                loss = classification_losses(scores, query_targets[batch], binary).mean()
+                loss = classification_losses(scores, query_targets[batch]).mean()
                 if self.alpha:
                     loss = loss + self.alpha * (
                         (trained["U11"] ** 2).sum() + (trained["u12"] ** 2).sum()
@@ -807,7 +808,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 scores = classifier_scores(
                     trained, validation_features[:limit], prompt, None, self.batch_size
                 )
-                return classification_losses(scores, validation_targets[:limit], binary)
+                return classification_losses(scores, validation_targets[:limit])
 
             return loss_on, validation_losses if validation_rows is not None else None
 
@@ -839,14 +840,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         # the tensor set-up on one thread too: a kernel on torch's pool would
         # leave its threads spinning through the prediction
         with torch.no_grad(), one_cpu_thread(device):
-            parameters = {
+            fitted = {
                 name: as_tensor(np.asarray(getattr(self, f"{name}_")), device, dtype)
                 for name in self._parameter_names()
             }
-            if n_classes == 2:  # the paper's binary shapes -> full shapes (width 1)
-                parameters["u12"] = parameters["u12"].unsqueeze(1)
-                parameters["v21"] = parameters["v21"].unsqueeze(1)
-                parameters["v22"] = parameters["v22"].view(-1, 1, 1)
+            parameters = from_fitted_shapes(fitted, n_classes)
             prompt = classifier_tokens(
                 as_tensor(self.prompt_X_, device, dtype),
                 as_tensor(self.prompt_y_, device),

@@ -25,13 +25,57 @@ from .lda import class_statistics, effective_coordinates, lda_construction, prec
 _SCALE_POWER = {"U11": 2, "u12": 1, "v21": 1, "v22": 0, "skip": 1, "intercept": 0}
 
 
-def classifier_tokens(features, labels, n_classes):
-    """Prompt tokens ``(x_i, label block)``: ``y_i`` in {-1, 1} for two classes, else one-hot."""
+# -- the one place that tells two classes from more -----------------------------
+#
+# Two classes are the paper's model: one label column, y_i in {-1, +1}, one
+# score f(x) and the logistic loss, and fitted parameters without the label
+# axis (u12_ of shape (H, d)). More classes: one-hot label blocks, one logit
+# per class, the cross-entropy. Everything else works on the full shapes,
+# with a label axis of width 1 for two classes.
+
+
+def label_width(n_classes):
+    """Columns of a token's label block: 1 for two classes, else ``n_classes``."""
+    return 1 if n_classes == 2 else n_classes
+
+
+def label_blocks(labels, n_classes):
+    """Each token's label block: ``2 y - 1`` for two classes, else one-hot.
+
+    ``labels`` holds class indices, as a NumPy array or a torch tensor; the
+    blocks come back as the same kind, (n, ``label_width``) floats.
+    """
     if n_classes == 2:
-        block = (2.0 * labels.to(features.dtype) - 1).unsqueeze(-1)
-    else:
-        block = F.one_hot(labels, n_classes).to(features.dtype)
-    return torch.cat([features, block], dim=-1)
+        return (2.0 * labels - 1)[:, None]
+    if torch.is_tensor(labels):
+        return F.one_hot(labels, n_classes).to(torch.get_default_dtype())
+    return np.eye(n_classes)[labels]
+
+
+def to_fitted_shapes(name, value, n_classes):
+    """A head parameter in full shape as the estimator stores it: for two
+    classes without the label axis (``u12``, ``v21``: (H, d); ``v22``: (H,))."""
+    if n_classes != 2:
+        return value
+    if name in ("u12", "v21"):
+        return value[:, 0]
+    return value[:, 0, 0] if name == "v22" else value
+
+
+def from_fitted_shapes(parameters, n_classes):
+    """The inverse of :func:`to_fitted_shapes` on torch parameters."""
+    if n_classes != 2:
+        return parameters
+    full = dict(parameters)
+    full["u12"] = full["u12"].unsqueeze(1)
+    full["v21"] = full["v21"].unsqueeze(1)
+    full["v22"] = full["v22"].view(-1, 1, 1)
+    return full
+
+
+def classifier_tokens(features, labels, n_classes):
+    """Prompt tokens ``(x_i, label block)`` (see :func:`label_blocks`)."""
+    return torch.cat([features, label_blocks(labels, n_classes).to(features.dtype)], dim=-1)
 
 
 def classifier_scores(parameters, features, prompt, exclude, batch_size):
@@ -63,9 +107,9 @@ def classifier_scores(parameters, features, prompt, exclude, batch_size):
     return scores
 
 
-def classification_losses(scores, targets, binary):
-    """Per-sample logistic loss (two classes, scores (n, 1)) or cross-entropy."""
-    if binary:
+def classification_losses(scores, targets):
+    """Per-sample logistic loss (two classes: one score column) or cross-entropy."""
+    if scores.shape[1] == 1:
         signs = 2.0 * targets.to(scores.dtype) - 1
         return F.softplus(-signs * scores[:, 0])
     return F.cross_entropy(scores, targets, reduction="none")
@@ -92,9 +136,7 @@ def zero_heads(prompt_X, width, n_heads, random_state):
 
 def head_constant(heads, prompt_X, prompt_labels, n_classes):
     """What heads with ``U11 = 0``, ``u12 = 0`` return: the read-out of the prompt's mean."""
-    block = (
-        (2.0 * prompt_labels - 1)[:, None] if n_classes == 2 else np.eye(n_classes)[prompt_labels]
-    )
+    block = label_blocks(prompt_labels, n_classes)
     mean_x, mean_block = prompt_X.mean(axis=0), block.mean(axis=0)
     return np.einsum("hcd,d->c", heads["v21"], mean_x) + np.einsum(
         "hce,e->c", heads["v22"], mean_block

@@ -11,7 +11,15 @@ import torch
 from scipy.special import softmax
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-from sk_softmix._classifier_heads import bayes_heads, classifier_scores, classifier_tokens
+from sk_softmix._classifier_heads import (
+    bayes_heads,
+    classifier_scores,
+    classifier_tokens,
+    from_fitted_shapes,
+    label_blocks,
+    label_width,
+    to_fitted_shapes,
+)
 
 
 def _head_by_hand(x, prompt_X, blocks, U11, u12, v21, v22, left_out=None):
@@ -60,6 +68,32 @@ def test_scores_are_the_heads_written_out(n_classes):
             for j, x in enumerate(queries)
         ]
         np.testing.assert_allclose(scores.numpy(), np.array(expected), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_two_classes_are_told_from_more_in_one_place(n_classes):
+    labels = np.array([0, 1, 1, 0, 1, 0])
+    if n_classes > 2:
+        labels = np.array([0, 3, 1, 2, 2, 0])
+    blocks = label_blocks(labels, n_classes)
+    assert blocks.shape == (6, label_width(n_classes))
+    expected = (2.0 * labels - 1)[:, None] if n_classes == 2 else np.eye(n_classes)[labels]
+    np.testing.assert_array_equal(blocks, expected)
+    np.testing.assert_array_equal(label_blocks(torch.tensor(labels), n_classes).numpy(), expected)
+    # the stored shapes drop the label axis for two classes only, and come back
+    width, rng = label_width(n_classes), np.random.default_rng(2)
+    full = {
+        "U11": rng.normal(size=(2, 3, 3)),
+        "u12": rng.normal(size=(2, width, 3)),
+        "v21": rng.normal(size=(2, width, 3)),
+        "v22": rng.normal(size=(2, width, width)),
+    }
+    stored = {name: to_fitted_shapes(name, value, n_classes) for name, value in full.items()}
+    if n_classes == 2:
+        assert stored["u12"].shape == (2, 3) and stored["v22"].shape == (2,)
+    back = from_fitted_shapes({k: torch.tensor(v) for k, v in stored.items()}, n_classes)
+    for name, value in full.items():
+        np.testing.assert_array_equal(back[name].numpy(), value)
 
 
 def test_one_hot_bayes_start_reads_out_lda_logits_on_a_long_prompt():
