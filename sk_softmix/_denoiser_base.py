@@ -22,7 +22,6 @@ from ._device import as_tensor, resolve_device
 from ._threads import (
     numpy_blas_threads_for,
     one_cpu_thread,
-    predict_in_parts,
     predict_on_threads,
 )
 from ._training import (
@@ -397,8 +396,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             return _in_chunks(start, stop, size, risk)
 
         with torch.no_grad():
-            parts = predict_in_parts(device, len(X), size, risks)
-            return torch.cat(parts).cpu().numpy()
+            return predict_on_threads(device, len(X), size, risks).cpu().numpy()
 
     # -- internals -------------------------------------------------------------
 
@@ -794,4 +792,6 @@ def _in_chunks(start: int, stop: int, size: int, evaluate) -> torch.Tensor:
     ``start:stop``, concatenated: the one place queries are chunked."""
     size = max(int(size), 1)
     parts = [evaluate(slice(first, min(first + size, stop))) for first in range(start, stop, size)]
+    if len(parts) == 1:  # the usual transform: no copy of the whole result
+        return parts[0]
     return torch.cat(parts) if parts else evaluate(slice(start, stop))

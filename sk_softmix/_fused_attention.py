@@ -128,30 +128,30 @@ def fused_average(transformed, keys, values=None, exclude=None, centre=None):
             scale=1.0,
         )
         return average[0, ..., :width], None
-    # Padded queries and their padded outputs would add O(n) memory beyond
-    # the result: padded ones go in chunks, each output cut to its width and
-    # copied into the result at once (holding the cut chunks in a list let
-    # the C allocator keep every chunk's freed buffers: 1.3 MiB per chunk).
-    step = n_queries if size == width else _PADDED_QUERIES_PER_CALL
-    average = log_total = None
-    for start in range(0, n_queries, step):
-        queries = _zero_columns_to(transformed[:, start : start + step], size)
-        chunk, chunk_log_total = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            queries.unsqueeze(0).contiguous(),
+
+    def flash(queries):  # (H, m, p) -> average (H, m, w), log-sum-exp (H, m)
+        average, log_total = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            _zero_columns_to(queries, size).unsqueeze(0).contiguous(),
             keys_padded.expand(grid),
             values_padded.expand(grid),
             0.0,  # dropout
             False,  # causal
             scale=1.0,  # no 1/sqrt(p) temperature: U carries the scale
         )
-        if step == n_queries:  # one call: its outputs as they are
-            average, log_total = chunk[0, ..., :width], chunk_log_total[0]
-            break
-        if average is None:
-            average = transformed.new_empty((n_heads, n_queries, width))
-            log_total = transformed.new_empty((n_heads, n_queries))
-        average[:, start : start + step] = chunk[0, ..., :width]
-        log_total[:, start : start + step] = chunk_log_total[0]
+        return average[0, ..., :width], log_total[0]
+
+    if size == width:
+        average, log_total = flash(transformed)
+    else:
+        # Padded queries and their padded outputs would add O(n) memory beyond
+        # the result: they go in chunks, each output cut to its width and
+        # copied into the result at once (holding the cut chunks in a list let
+        # the C allocator keep every chunk's freed buffers: 1.3 MiB a chunk).
+        average = transformed.new_empty((n_heads, n_queries, width))
+        log_total = transformed.new_empty((n_heads, n_queries))
+        for start in range(0, n_queries, _PADDED_QUERIES_PER_CALL):
+            rows = slice(start, start + _PADDED_QUERIES_PER_CALL)
+            average[:, rows], log_total[:, rows] = flash(transformed[:, rows])
     if exclude is None:
         return average, None
     if torch.is_grad_enabled() and transformed.requires_grad:
@@ -191,6 +191,6 @@ def _fastest_width(width, device, dtype, n_queries, prompt_length=0):
 
 def _zero_columns_to(tensor, size):
     """``tensor`` widened to ``size`` columns with zeros; itself, uncopied, if
-    already that wide (a prompt of 10^6 tokens is not copied per call)."""
+    already that wide (a prompt at its own width is not copied per call)."""
     extra = size - tensor.shape[-1]
     return F.pad(tensor, (0, extra)) if extra else tensor

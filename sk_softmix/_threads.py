@@ -246,12 +246,8 @@ def threads_for_fused_call(device: torch.device, n_scores: int):
         yield
         return
     limit_threads_in_dask_worker()
-    available = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(available, n_scores // FUSED_SCORES_PER_THREAD)))
-    try:
+    with _at_most_threads(n_scores // FUSED_SCORES_PER_THREAD):
         yield
-    finally:
-        torch.set_num_threads(available)
 
 
 # Below this many products (n_samples x n_features**2, a covariance's cost)
@@ -290,8 +286,16 @@ def one_cpu_thread(device: torch.device):
     if device.type != "cpu":
         yield
         return
+    with _at_most_threads(1):
+        yield
+
+
+@contextmanager
+def _at_most_threads(count: int):
+    """torch on ``count`` threads (at least 1, at most its current count) for
+    the enclosed work; the current count is restored after."""
     available = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(max(1, min(available, count)))
     try:
         yield
     finally:
