@@ -23,6 +23,7 @@ from ._classifier_heads import (
     from_fitted_shapes,
     head_constant,
     heads_coordinates,
+    krylov_heads,
     label_width,
     lda_skip,
     to_fitted_shapes,
@@ -101,7 +102,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     residual : bool, default=True
         Whether the score has the skip map and intercept. ``False`` is the
         paper's model, heads only.
-    init : {"auto", "lda", "zero", "random", "bayes"}, default="auto"
+    init : {"auto", "lda", "zero", "krylov", "random", "bayes"}, default="auto"
         Where training starts.
 
         - ``"lda"``: the linear start. The skip map and intercept are
@@ -117,6 +118,15 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         - ``"zero"``: the zero start with a Gaussian ``v21`` (the paper's
           Figure 5 heuristic; Theorem 3.6 asks ``v21(0)`` in the Krylov
           complement ``K-perp``), with a zero skip map.
+        - ``"krylov"``: Theorem 3.6's start, the zero start with ``v21``
+          projected onto ``K-perp``. ``K`` is the Krylov space of the
+          prompt's centred class means under its pooled covariance, up to
+          the directions the prompt cannot resolve (Arnoldi steps below
+          ``2 sqrt(d / n)`` of the covariance's norm). On data with an
+          anisotropic covariance ``K`` is generically all of ``R^d``
+          (Proposition B.35): then it warns and starts from ``"zero"``.
+          The theorem's convergence is for gradient flow on the population;
+          this estimator trains with its solver and penalty on a sample.
         - ``"random"``: every head block Gaussian.
         - ``"bayes"``: the exact population construction of Lemma B.3 from
           the prompt's class means, pooled covariance and prior (for ``C >
@@ -129,7 +139,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
           (``"zero"`` without a skip map).
 
         With a held-out set and ``residual=True``, heads trained from
-        ``"zero"``, ``"random"`` or ``"bayes"`` that score worse there than
+        ``"zero"``, ``"krylov"``, ``"random"`` or ``"bayes"`` that score worse there than
         the untrained linear start (LDA) give way to it, with a warning
         (``init_`` says which was kept).
     prompt_size : int, default=None
@@ -359,7 +369,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "n_heads": [Count(1)],
         "residual": ["boolean"],
-        "init": [StrOptions({"auto", "lda", "zero", "random", "bayes"})],
+        "init": [StrOptions({"auto", "lda", "zero", "krylov", "random", "bayes"})],
         "prompt_size": [Count(2), None],
         "max_iter": [Count(0)],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -708,7 +718,11 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 heads = self._bayes_heads(prompt_X, prompt_labels, n_classes)
                 if heads is None:  # warned: the linear start (or the zero start) instead
                     name = "lda" if self.residual else "zero"
-            if name != "bayes":
+            if name == "krylov":
+                heads = self._krylov_heads(prompt_X, prompt_labels, n_classes, random_state)
+                if heads is None:  # warned: K is all of R^d
+                    name = "zero"
+            if name not in ("bayes", "krylov"):
                 heads = zero_heads(prompt_X, width, self.n_heads, random_state)
                 if name == "random":
                     scale = rms_scale(prompt_X)
@@ -730,6 +744,20 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                 heads.update(skip=skip, intercept=intercept)
             starts[name] = heads
         return starts
+
+    def _krylov_heads(self, prompt_X, prompt_labels, n_classes, random_state):
+        """``krylov_heads``, or ``None`` with a warning where ``K`` fills ``R^d``."""
+        heads = krylov_heads(prompt_X, prompt_labels, n_classes, self.n_heads, random_state)
+        if heads is None:
+            warnings.warn(
+                "SoftmaxAttentionClassifier: the Krylov space of the class means under "
+                f"the pooled covariance is all of R^{prompt_X.shape[1]} on this prompt "
+                "(a generic covariance, Proposition B.35), so no v21 lies in K-perp: "
+                "init='krylov' starts from init='zero' instead.",
+                UserWarning,
+                stacklevel=4,
+            )
+        return heads
 
     def _bayes_heads(self, prompt_X, prompt_labels, n_classes):
         """``bayes_heads``, or ``None`` with a warning where the construction fails."""

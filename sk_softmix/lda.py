@@ -359,14 +359,17 @@ def krylov_basis(mean: np.ndarray, covariance: np.ndarray, rtol: float = 1e-10) 
 
     Parameters
     ----------
-    mean : ndarray of shape (d,)
-        ``m``, with ``m_1 = -m_{-1} = m``.
+    mean : ndarray of shape (d,) or (k, d)
+        ``m``, with ``m_1 = -m_{-1} = m``; several rows span the block
+        Krylov space of all of them (the smallest ``Gamma``-invariant space
+        that holds each row), as for more than two classes.
     covariance : ndarray of shape (d, d)
         The shared class covariance ``Gamma``.
     rtol : float, default=1e-10
         A new direction counts when its part outside the basis so far is
-        above ``rtol`` times ``||Gamma|| ||q||`` for the unit vector ``q``
-        it came from (Arnoldi iteration).
+        above ``rtol`` times its own length before projection (``||Gamma||
+        ||q||`` for a direction ``Gamma q``; the longest row for a row of
+        ``mean``): Arnoldi iteration, block by block.
 
     Returns
     -------
@@ -382,23 +385,28 @@ def krylov_basis(mean: np.ndarray, covariance: np.ndarray, rtol: float = 1e-10) 
     >>> krylov_basis(np.array([1.0, 1.0, 0.0]), np.diag([1.0, 2.0, 3.0])).shape
     (3, 2)
     """
-    mean = np.asarray(mean, dtype=float)
+    starts = np.atleast_2d(np.asarray(mean, dtype=float))
     covariance = np.asarray(covariance, dtype=float)
-    d = mean.shape[0]
-    norm = np.linalg.norm(mean)
-    if norm == 0:
-        return np.zeros((d, 0))
-    scale = np.linalg.norm(covariance, 2)
-    basis = [mean / norm]
-    while len(basis) < d:
-        candidate = covariance @ basis[-1]
+    d = starts.shape[1]
+    basis = np.zeros((d, 0))
+
+    def add(candidate, reference_length):
+        nonlocal basis
         for _ in range(2):  # Gram-Schmidt twice: one pass loses orthogonality
-            candidate = candidate - np.column_stack(basis) @ (np.column_stack(basis).T @ candidate)
+            candidate = candidate - basis @ (basis.T @ candidate)
         length = np.linalg.norm(candidate)
-        if length <= rtol * scale:
-            break
-        basis.append(candidate / length)
-    return np.column_stack(basis)
+        if length > rtol * reference_length and length > 0:
+            basis = np.column_stack([basis, candidate / length])
+
+    longest = np.linalg.norm(starts, axis=1).max()
+    for row in starts:
+        add(row, longest)
+    scale = np.linalg.norm(covariance, 2)
+    expanded = 0  # columns whose image under Gamma is already in the basis
+    while expanded < basis.shape[1] < d:
+        add(covariance @ basis[:, expanded], scale)
+        expanded += 1
+    return basis
 
 
 def invariant_subspace_start(
