@@ -42,6 +42,7 @@ def softmax_attention(
     exclude: torch.Tensor | None = None,
     batch_size: int | None = None,
     method: str = "auto",
+    key_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Outputs of softmax-attention heads for each query.
 
@@ -72,7 +73,13 @@ def softmax_attention(
         token, on the CPU) and ``"matmul"`` elsewhere: scores that could
         overflow the dtype, CUDA with ``exclude``, a prompt that requires
         grad, other devices. The result is differentiable with respect to
-        ``queries`` and ``U``, ``V`` for every method.
+        ``queries`` and ``U``, ``V`` (and ``key_bias``) for every method.
+    key_bias : Tensor of shape (H, L) or (L,), default=None
+        A per-token term ``c_{h,i}`` added to head ``h``'s scores,
+        ``z_i^T U_h z + c_{h,i}``: this package's extension, not the
+        paper's. A key-norm term ``-1/2 z_i^T W z_i`` and a key offset
+        ``b^T z_i`` are such terms (:func:`key_bias`). ``None``: the paper's
+        scores.
 
     Returns
     -------
@@ -124,9 +131,70 @@ def softmax_attention(
     # (n, p) @ (p, H p) product -> (H, n, p), then the softmax average over the
     # prompt (attention_mean), then V_h
     transformed = (queries @ U.flatten(0, 1).mT).view(-1, n_heads, p).transpose(0, 1)
+    if key_bias is not None:
+        transformed, prompt = _with_key_bias(transformed, prompt, key_bias)
     mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)
-    out = mean @ V.mT  # (H, n, p) @ (H, p, q): V_h applied per head
+    out = mean[..., :p] @ V.mT  # (H, n, p) @ (H, p, q): V_h applied per head
     return out[0] if single_head else out
+
+
+def key_bias(prompt: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-token score terms ``c_{h,i} = b_h^T z_i - 1/2 z_i^T W_h z_i``.
+
+    With them a head's score is ``z_i^T U_h z + b_h^T z_i - 1/2 z_i^T W_h
+    z_i``; with ``W = U`` and ``b = 0`` it is ``-1/2 ||z - z_i||_U^2`` up to
+    a term of the query alone, which the softmax ignores: a Gaussian-kernel
+    ("non-local means") head. This package's extension (user guide,
+    "Key-bias heads").
+
+    Parameters
+    ----------
+    prompt : Tensor of shape (L, p)
+        The prompt tokens ``z_i``.
+    W : Tensor of shape (H, p, p)
+        Key-norm matrices (only their symmetric part counts).
+    b : Tensor of shape (H, p)
+        Key offsets.
+
+    Returns
+    -------
+    Tensor of shape (H, L)
+        ``c_{h,i}``, for the ``key_bias`` of :func:`softmax_attention`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import key_bias
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    >>> key_bias(prompt, torch.eye(2)[None], torch.tensor([[1.0, 0.0]]))
+    tensor([[ 0.5000, -2.0000]])
+    """
+    norms = torch.einsum("li,hij,lj->hl", prompt, W, prompt)  # z_i^T W_h z_i
+    return b @ prompt.mT - 0.5 * norms
+
+
+def _with_key_bias(transformed, prompt, bias):
+    """``z_i . (U_h z) + c_{h,i}`` as a plain score over wider tokens.
+
+    Each token gains one column per head holding ``c_{h,i}``, and head
+    ``h``'s transformed query a 1 in its own column and 0 in the others:
+    every kernel, leave-one-out and overflow guard then applies unchanged,
+    and the extra columns of the average are dropped. Each head's terms are
+    shifted to a maximum of 0 first (the softmax ignores a per-head
+    constant), so that large positive terms cannot overflow.
+    """
+    n_heads, n_queries, p = transformed.shape
+    bias = bias.unsqueeze(0) if bias.dim() == 1 else bias
+    if bias.shape != (n_heads, prompt.shape[0]):
+        raise ValueError(
+            f"key_bias must have shape ({n_heads}, {prompt.shape[0]}) or "
+            f"({prompt.shape[0]},) for one head; got {tuple(bias.shape)}."
+        )
+    bias = bias.to(prompt.dtype)
+    bias = bias - bias.detach().amax(dim=1, keepdim=True)
+    selector = torch.eye(n_heads, dtype=transformed.dtype, device=transformed.device)
+    selector = selector.unsqueeze(1).expand(n_heads, n_queries, n_heads)
+    return torch.cat([transformed, selector], dim=-1), torch.cat([prompt, bias.mT], dim=-1)
 
 
 def linear_attention(

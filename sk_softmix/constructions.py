@@ -7,6 +7,8 @@ heads that realise the affine one exactly on a given prompt, are the linear
 starts of the denoisers (``init="linear"``). All matrices are NumPy float64.
 """
 
+import warnings
+
 import numpy as np
 
 
@@ -99,6 +101,110 @@ def in_context_construction(
     inverse, signal, matrix = _eigenbasis(noisy_covariance, noise_variance)
     v = np.where(signal, noise_variance * inverse, 1.0)
     return matrix(inverse), matrix(v), matrix(np.where(signal, 1.0 - 2.0 * v, 0.0))
+
+
+def key_bias_construction(
+    means: np.ndarray, noisy_covariance: np.ndarray, noise_variance: float
+) -> dict:
+    """One key-bias head, a skip map and an intercept equal to the Bayes denoiser.
+
+    This package's extension (user guide, "Key-bias heads"). A head that
+    scores ``z_i^T U z + b^T z_i`` (:func:`sk_softmix.attention.key_bias`
+    with ``W = 0``) has, on the prompt law ``sum_k pi_k N(m_k, S)``, the
+    gate ``softmax_k(log pi_k + m_k^T U z + m_k^T b)``. With ``U = S^{-1}``
+    and ``b`` solving ``m_k^T b = -1/2 m_k^T S^{-1} m_k + c`` for every
+    ``k``, that is the Bayes gate whatever the means' norms, and::
+
+        f(z) = A z + t + V sum_i softmax_i(z_i^T U z + b^T z_i) z_i,
+        U = S^{-1},  V = xi^2 S^{-1},  A = I - 2 xi^2 S^{-1},  t = -xi^2 b
+
+    equals ``E[X | Z = z]``. The equations for ``b`` have a solution when the
+    means are affinely independent (``K <= p + 1`` components in general
+    position) or, more generally, lie on one sphere of the ``S^{-1}``
+    metric (equal ``S^{-1}``-norms: ``b = 0``, the paper's case). The
+    paper's dot-product scores have no term in ``m_k`` alone, hence need
+    equal norms; a key-norm term ``-1/2 z_i^T W z_i`` alone cannot supply
+    it on a noisy prompt (see Notes).
+
+    Parameters
+    ----------
+    means : ndarray of shape (K, p)
+        Component means ``m_k``.
+    noisy_covariance : ndarray of shape (p, p)
+        ``S = Gamma + xi^2 I``, shared by the components.
+    noise_variance : float
+        ``xi^2``.
+
+    Returns
+    -------
+    dict
+        ``U``, ``V``, ``skip`` (``A``), each (p, p), and ``W`` (zeros, (p,
+        p)), ``b`` and ``intercept`` (``t``), each (p,). Where no exact
+        ``b`` exists, the least-squares one, with a warning.
+
+    See Also
+    --------
+    in_context_construction : The same without the key offset (equal norms).
+    sk_softmix.population.population_key_bias_attention : The head on the
+        prompt law.
+
+    Notes
+    -----
+    On the prompt law a key-norm term tilts each component to precision
+    ``P = S^{-1} + W``, so that the gate's term in ``m_k`` alone is
+    ``-1/2 m_k^T (S^{-1} - S^{-1} P^{-1} S^{-1}) m_k``: the Bayes gate's
+    ``-1/2 m_k^T S^{-1} m_k`` only as ``W -> infinity``. With ``W = c
+    S^{-1}`` and ``U = c S^{-1}`` (a Gaussian kernel, non-local means) the
+    gate is the Bayes one at temperature ``c / (1 + c)``: the kernel adds
+    its own width to the noise. The offset ``b`` is what makes the gate exact
+    at a finite scale; it depends on the means, so the construction is for
+    one task, not in context. Along directions where ``S`` is below ``xi^2``
+    ``U``, ``V`` and ``A`` are those of :func:`in_context_construction`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix import BayesDenoiser
+    >>> from sk_softmix.constructions import key_bias_construction
+    >>> from sk_softmix.population import population_key_bias_attention
+    >>> means = np.array([[4.0, 0.0], [0.0, 1.0], [-2.0, -2.0]])  # three norms
+    >>> weights = np.array([0.2, 0.5, 0.3])
+    >>> heads = key_bias_construction(means, 5.0 * np.eye(2), 4.0)
+    >>> z = np.array([[1.0, 2.0], [-4.0, 0.5], [6.0, -3.0]])
+    >>> head = population_key_bias_attention(
+    ...     z, means, weights, np.stack([5.0 * np.eye(2)] * 3),
+    ...     heads["U"], heads["V"], heads["W"], heads["b"])
+    >>> bayes = BayesDenoiser(means, weights, covariance=1.0, noise_variance=4.0)
+    >>> bool(np.allclose(z @ heads["skip"].T + heads["intercept"] + head,
+    ...                  bayes.fit(z).transform(z)))
+    True
+    """
+    means = np.atleast_2d(np.asarray(means, dtype=float))
+    noisy_covariance = np.asarray(noisy_covariance, dtype=float)
+    U, V, skip = in_context_construction(noisy_covariance, noise_variance)
+    # m_k^T b - c = -1/2 m_k^T U m_k for every k: K equations in (b, c)
+    system = np.hstack([means, -np.ones((len(means), 1))])
+    target = -0.5 * np.einsum("ki,ij,kj->k", means, U, means)
+    solution = np.linalg.lstsq(system, target, rcond=None)[0]
+    b = solution[:-1]
+    miss = np.abs(system @ solution - target).max()
+    if miss > 1e-9 * max(1.0, np.abs(target).max()):
+        warnings.warn(
+            "key_bias_construction: no key offset b gives every component its "
+            f"Bayes gate (equations missed by {miss:.3g}): the means are not affinely "
+            "independent and not on one sphere of the S^-1 metric. The "
+            "least-squares b is returned; the head is not the Bayes denoiser.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return {
+        "U": U,
+        "V": V,
+        "skip": skip,
+        "W": np.zeros_like(U),
+        "b": b,
+        "intercept": -V @ noisy_covariance @ b,
+    }
 
 
 def _eigenbasis(noisy_covariance, noise_variance):

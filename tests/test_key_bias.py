@@ -1,0 +1,213 @@
+"""Key-bias heads (this package's extension): scores ``z_i^T U z + c_{h,i}``.
+
+The engine against the scores written out term by term; the population
+identity (an exponential tilt of each component) against a long prompt,
+within its Monte Carlo error; the one-head construction against the Bayes
+denoiser on the population, to rounding.
+"""
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+
+from sk_softmix import BayesDenoiser
+from sk_softmix.attention import key_bias, softmax_attention
+from sk_softmix.constructions import in_context_construction, key_bias_construction
+from sk_softmix.population import population_key_bias_attention
+
+METHODS = ["reference", "matmul", "sdpa", "auto"]
+
+
+def _by_hand(queries, prompt, U, V, bias, exclude):
+    """``sum_i softmax_i(z_i^T U_h z + c_{h,i}) V_h z_i`` in float64 NumPy."""
+    out = np.empty((U.shape[0], len(queries), V.shape[1]))
+    for h in range(U.shape[0]):
+        for n, z in enumerate(queries):
+            scores = prompt @ U[h] @ z + bias[h]
+            if exclude[n] >= 0:
+                scores[exclude[n]] = -np.inf
+            out[h, n] = V[h] @ (softmax(scores) @ prompt)
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch_size", [None, 7])
+def test_engine_equals_the_scores_written_out(method, dtype, batch_size):
+    rng = np.random.default_rng(0)
+    n, L, p, H = 300, 60, 3, 2  # 300 queries: the CPU kernel pads them
+    queries, prompt = rng.normal(size=(n, p)), rng.normal(size=(L, p))
+    U, V = rng.normal(size=(H, p, p)), rng.normal(size=(H, 2, p))
+    bias = 3 * rng.normal(size=(H, L))
+    exclude = rng.integers(-1, L, size=n)
+    expected = _by_hand(queries, prompt, U, V, bias, exclude)
+    got = softmax_attention(
+        *(torch.tensor(a, dtype=dtype) for a in (queries, prompt, U, V)),
+        exclude=torch.tensor(exclude),
+        key_bias=torch.tensor(bias, dtype=dtype),
+        method=method,
+        batch_size=batch_size,
+    )
+    tolerance = 1e-12 if dtype == torch.float64 else 2e-5
+    np.testing.assert_allclose(got.numpy(), expected, atol=tolerance * np.abs(expected).max())
+
+
+def test_key_bias_is_the_key_norm_and_offset_terms():
+    rng = np.random.default_rng(1)
+    prompt, W, b = rng.normal(size=(5, 3)), rng.normal(size=(2, 3, 3)), rng.normal(size=(2, 3))
+    got = key_bias(*(torch.tensor(a) for a in (prompt, W, b))).numpy()
+    expected = [[b[h] @ z - 0.5 * z @ W[h] @ z for z in prompt] for h in range(2)]
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+
+
+def test_single_head_takes_a_flat_bias_and_shapes_are_checked():
+    prompt, U = torch.eye(2), torch.eye(2)
+    out = softmax_attention(torch.zeros(1, 2), prompt, U, U, key_bias=torch.tensor([0.0, -1.0]))
+    # a zero query: the weights are softmax(0, -1) of the bias alone
+    np.testing.assert_allclose(out.numpy(), [softmax([0.0, -1.0])], rtol=1e-6)
+    with pytest.raises(ValueError, match="key_bias must have shape"):
+        softmax_attention(torch.zeros(1, 2), prompt, U, U, key_bias=torch.zeros(3))
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e20])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("method", METHODS)
+def test_large_bias_and_inputs_give_no_nan(scale, dtype, method):
+    # Tokens and bias terms near 1e6 and 1e20 (squares beyond float32): the
+    # bias is shifted to a maximum of 0 and the overflow guard sees the wider
+    # tokens. z_i^T U z is of order 1, the bias gaps of order ``scale``.
+    rng = np.random.default_rng(2)
+    prompt = torch.tensor(rng.normal(size=(40, 2)) * scale, dtype=dtype)
+    queries = torch.tensor(rng.normal(size=(5, 2)) * scale, dtype=dtype)
+    U = torch.eye(2, dtype=dtype) / scale / scale
+    bias = torch.tensor(rng.normal(size=40) * scale, dtype=dtype)
+    out = softmax_attention(
+        queries, prompt, U, torch.eye(2, dtype=dtype), key_bias=bias, method=method
+    )
+    assert torch.isfinite(out).all()
+    # the weights follow the bias (~1e6 or more apart): all on its largest token
+    best = prompt[int(bias.argmax())]
+    np.testing.assert_allclose(out.numpy(), np.tile(best.numpy(), (5, 1)), rtol=1e-5)
+
+
+def test_gradient_with_respect_to_the_bias():
+    rng = np.random.default_rng(3)
+    queries, prompt = torch.tensor(rng.normal(size=(4, 2))), torch.tensor(rng.normal(size=(9, 2)))
+    U, V = torch.tensor(rng.normal(size=(2, 2, 2))), torch.tensor(rng.normal(size=(2, 2, 2)))
+    W = torch.tensor(rng.normal(size=(2, 2, 2)), requires_grad=True)
+    b = torch.tensor(rng.normal(size=(2, 2)), requires_grad=True)
+    exclude = torch.tensor([0, -1, 8, 3])
+
+    def heads(W, b):
+        return softmax_attention(
+            queries, prompt, U, V, exclude=exclude, key_bias=key_bias(prompt, W, b)
+        )
+
+    assert torch.autograd.gradcheck(heads, (W, b))
+
+
+def _mixture_prompt(rng, length, means, weights, covariances):
+    labels = rng.choice(len(weights), size=length, p=weights)
+    noise = np.einsum("kij,nj->nki", np.linalg.cholesky(covariances), rng.normal(size=(length, 2)))
+    return means[labels] + noise[np.arange(length), labels]
+
+
+def test_population_identity_matches_a_long_prompt():
+    # Two components with different norms and different covariances.
+    rng = np.random.default_rng(4)
+    means = np.array([[2.0, 0.0], [-0.5, 1.0]])
+    weights = np.array([0.3, 0.7])
+    covariances = np.stack([[[1.4, 0.3], [0.3, 0.8]], np.diag([0.5, 1.5])])
+    U = np.array([[0.4, 0.1], [0.0, 0.3]])
+    W = np.array([[0.5, 0.1], [0.1, 0.3]])
+    b = np.array([0.3, -0.2])
+    queries = rng.normal(size=(6, 2)) * 1.5
+    limit = population_key_bias_attention(queries, means, weights, covariances, U, np.eye(2), W, b)
+    prompt = _mixture_prompt(rng, 100_000, means, weights, covariances)
+    scores = (
+        queries @ U.T @ prompt.T + prompt @ b - 0.5 * np.einsum("li,ij,lj->l", prompt, W, prompt)
+    )
+    a = softmax(scores, axis=1)  # (n, L)
+    finite = a @ prompt
+    # Monte Carlo standard error of a self-normalised average (delta method)
+    error = np.sqrt(np.einsum("nl,nlp->np", a**2, (prompt[None] - finite[:, None]) ** 2))
+    assert np.all(np.abs(finite - limit) < 5 * error), np.abs(finite - limit) / error
+    engine = softmax_attention(
+        *(torch.tensor(x) for x in (queries, prompt, U, np.eye(2))),
+        key_bias=key_bias(*(torch.tensor(x) for x in (prompt, W[None], b[None])))[0],
+    )
+    np.testing.assert_allclose(engine.numpy(), finite, rtol=1e-10, atol=1e-12)
+
+
+def test_population_identity_without_bias_is_proposition_2_1():
+    from sk_softmix.population import population_softmax_attention
+
+    rng = np.random.default_rng(5)
+    means, weights = rng.normal(size=(3, 2)), np.array([0.2, 0.3, 0.5])
+    covariances = np.stack([np.eye(2) * s for s in (0.5, 1.0, 2.0)])
+    U, V, queries = rng.normal(size=(2, 2)) * 0.3, rng.normal(size=(2, 2)), rng.normal(size=(4, 2))
+    np.testing.assert_allclose(
+        population_key_bias_attention(
+            queries, means, weights, covariances, U, V, 0 * U, np.zeros(2)
+        ),
+        population_softmax_attention(queries, means, weights, covariances, U, V),
+        rtol=1e-12,
+    )
+
+
+def test_a_gaussian_kernel_head_has_the_bayes_gate_at_a_temperature():
+    # W = U = c S^-1: the gate is softmax(log pi_k + tau g_k(z)), tau = c / (1 + c),
+    # g_k the Bayes gate's m_k^T S^-1 z - 1/2 m_k^T S^-1 m_k; experts P^-1 (S^-1 m_k + U z).
+    rng = np.random.default_rng(6)
+    means, weights = np.array([[3.0, 0.0], [0.0, 1.0], [-1.0, -2.0]]), np.array([0.2, 0.5, 0.3])
+    S = np.array([[2.0, 0.4], [0.4, 1.0]])
+    S_inv, c = np.linalg.inv(S), 2.5
+    queries = rng.normal(size=(5, 2)) * 2
+    got = population_key_bias_attention(
+        queries, means, weights, np.stack([S] * 3), c * S_inv, np.eye(2), c * S_inv, np.zeros(2)
+    )
+    g = queries @ S_inv @ means.T - 0.5 * np.einsum("ki,ij,kj->k", means, S_inv, means)
+    gate = softmax(np.log(weights) + c / (1 + c) * g, axis=1)
+    experts = (means @ S_inv)[None] + (queries @ (c * S_inv))[:, None]  # S^-1 m_k + U z
+    expected = np.einsum("nk,nkp->np", gate, experts) @ (S / (1 + c))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_components", [2, 3, 4])
+def test_construction_is_the_bayes_denoiser_with_unequal_norms(n_components):
+    rng = np.random.default_rng(10 + n_components)
+    p = 3
+    means = rng.normal(size=(n_components, p)) * 2.5  # unequal norms
+    weights = rng.dirichlet(np.full(n_components, 3.0))
+    A = rng.normal(size=(p, p))
+    Gamma, xi2 = 0.5 * np.eye(p) + 0.3 * A @ A.T, 1.5
+    S = Gamma + xi2 * np.eye(p)
+    heads = key_bias_construction(means, S, xi2)
+    z = rng.normal(size=(50, p)) * 4
+    head = population_key_bias_attention(
+        z,
+        means,
+        weights,
+        np.stack([S] * n_components),
+        heads["U"],
+        heads["V"],
+        heads["W"],
+        heads["b"],
+    )
+    constructed = z @ heads["skip"].T + heads["intercept"] + head
+    bayes = BayesDenoiser(means, weights, covariance=Gamma, noise_variance=xi2).fit(z).transform(z)
+    np.testing.assert_allclose(constructed, bayes, atol=1e-10 * np.abs(bayes).max())
+    # the paper's dot-product construction misses with unequal norms
+    U, V, skip = in_context_construction(S, xi2)
+    paper = z @ skip.T + population_key_bias_attention(
+        z, means, weights, np.stack([S] * n_components), U, V, 0 * U, np.zeros(p)
+    )
+    assert np.abs(paper - bayes).max() > 0.1
+
+
+def test_construction_warns_where_no_offset_is_exact():
+    # Four means in the plane, not on one circle: no b gives every Bayes gate.
+    means = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 2.0], [2.0, 2.5]])
+    with pytest.warns(UserWarning, match="least-squares"):
+        key_bias_construction(means, 2.0 * np.eye(2), 1.0)
