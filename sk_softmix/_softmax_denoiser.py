@@ -1,18 +1,28 @@
 """SoftmaxAttentionDenoiser: softmax heads over a prompt of noisy observations."""
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.mixture import GaussianMixture
+from sklearn.utils._param_validation import StrOptions
 
 from ._denoiser_base import AttentionDenoiserBase
 from ._fused_attention import fused_kernel_available
 from ._training import rms_scale
 from ._validation import Count
-from .attention import attention_covariance, combine_heads, softmax_attention
+from .attention import (
+    _with_key_bias,
+    attention_covariance,
+    combine_heads,
+    key_bias,
+    softmax_attention,
+)
 from .constructions import (
     affine_heads,
     best_affine_map,
     in_context_construction,
+    key_bias_construction,
     single_head_construction,
     two_head_start,
 )
@@ -24,6 +34,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     Each query ``z`` is mapped to::
 
         f(z) = A z + sum_h V_h sum_i softmax_i(z_i^T U_h z) z_i
+
+    (with ``key_bias``, scores ``z_i^T U_h z + b_h^T z_i`` or ``z_i^T U_h
+    z + b_h^T z_i - 1/2 z_i^T W_h z_i``, and an intercept ``t`` added to
+    ``f``)
 
     where the ``z_i`` are the noisy training points (the prompt), ``U_h`` and
     ``V_h`` are the interaction and value matrices of head ``h`` and ``A`` is a
@@ -81,6 +95,20 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         to it, with a warning (``init_`` says which was kept).
     n_components : int, default=2
         Number of mixture components assumed by ``init="bayes"``.
+    key_bias : {None, "offset", "norm"}, default=None
+        Terms of the token alone added to each head's scores, this
+        package's extension, not the paper's (user guide, "Key-bias
+        heads"). ``None``: the paper's scores ``z_i^T U_h z``. ``"offset"``:
+        ``z_i^T U_h z + b_h^T z_i``, plus an intercept ``t`` on the output
+        with ``residual=True``; one such residual head is the Bayes
+        denoiser for affinely independent means of any norms
+        (:func:`~sk_softmix.constructions.key_bias_construction`, the
+        ``"bayes"`` start), where dot-product scores need equal norms. The
+        offset rides on ``U_h z``, so training keeps the fused kernel's
+        speed. ``"norm"``: also ``- 1/2 z_i^T W_h z_i``, a learned key norm
+        (``W = U`` makes a head a Gaussian-kernel, non-local-means average);
+        its gradient passes through per-token terms, so training runs on
+        the matmul kernel with the weights stored, several times slower.
     prompt_size : int, default=None
         ``None``: every training point is in the prompt. An int: a random
         subset of that size is the prompt, for training and transform alike.
@@ -153,6 +181,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         Value matrices.
     skip_ : ndarray of shape (n_features, n_features)
         Skip map ``A``; only with ``residual=True``.
+    b_ : ndarray of shape (n_heads, n_features)
+        Key offsets; only with ``key_bias`` set.
+    W_ : ndarray of shape (n_heads, n_features, n_features)
+        Key-norm matrices; only with ``key_bias="norm"``.
+    intercept_ : ndarray of shape (n_features,)
+        Output intercept ``t``; only with ``key_bias`` set and
+        ``residual=True``.
     noise_variance_ : float
         The noise variance used (given, or estimated from ``X - y``).
     init_ : str
@@ -279,7 +314,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     _parameter_constraints: dict = {
         **AttentionDenoiserBase._parameter_constraints,
         "n_components": [Count(1)],
+        "key_bias": [StrOptions({"offset", "norm"}), None],
     }
+
+    # b^T z_i scales like the tokens, z_i^T W z_i like U's scores, and the
+    # intercept like the output (see AttentionDenoiserBase._SCALE_POWER)
+    _SCALE_POWER = {**AttentionDenoiserBase._SCALE_POWER, "W": 2, "b": 1, "intercept": -1}
+    _ARCHITECTURE = (*AttentionDenoiserBase._ARCHITECTURE, "key_bias")
 
     def __init__(
         self,
@@ -289,6 +330,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         noise_variance=None,
         init="auto",
         n_components=2,
+        key_bias=None,
         prompt_size=None,
         max_iter=200,
         learning_rate=0.02,
@@ -308,6 +350,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self.noise_variance = noise_variance
         self.init = init
         self.n_components = n_components
+        self.key_bias = key_bias
         self.prompt_size = prompt_size
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -330,7 +373,11 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         return n_queries * prompt_length * self.n_heads
 
     def _parameter_names(self):
-        return ("U", "V", "skip") if self.residual else ("U", "V")
+        names = ("U", "V", "skip") if self.residual else ("U", "V")
+        if self.key_bias is not None:
+            names += ("b",) + (("W",) if self.key_bias == "norm" else ())
+            names += ("intercept",) if self.residual else ()
+        return names
 
     def _forward(self, parameters, queries, prompt, exclude):
         heads = softmax_attention(
@@ -340,21 +387,43 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             parameters["V"],
             exclude=exclude,
             batch_size=self._transform_chunk(prompt.shape[0], queries.shape[1]),
+            key_offset=parameters.get("b"),
+            key_bias=self._key_norms(parameters, prompt),
         )
-        return combine_heads(heads, queries, skip=parameters.get("skip"))
+        return self._combine(parameters, heads, queries)
 
     def _forward_and_divergence(self, parameters, queries, prompt, exclude):
         # Jacobian of f: A + sum_h V_h Cov_h U_h, Cov_h the attention-weighted
-        # covariance of the prompt (Section 4 of the paper), so div f is its trace.
+        # covariance of the prompt (Section 4 of the paper), so div f is its
+        # trace. Key-bias terms do not depend on the query: same Jacobian.
         U, V = parameters["U"], parameters["V"]
+        p = queries.shape[1]
         transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
-        mean, covariance = attention_covariance(transformed, prompt, exclude)
+        if "b" in parameters:
+            transformed = transformed + parameters["b"].unsqueeze(1)  # U_h z + b_h
+        tokens = prompt
+        norms = self._key_norms(parameters, prompt)
+        if norms is not None:  # wider tokens; the first p moments are the prompt's
+            transformed, tokens = _with_key_bias(transformed, prompt, norms)
+        mean, covariance = attention_covariance(transformed, tokens, exclude)
+        mean, covariance = mean[..., :p], covariance[..., :p, :p]
         heads = torch.einsum("hqp,hnp->hnq", V, mean)
         divergence = torch.einsum("hij,hnjk,hki->n", V, covariance, U)
         skip = parameters.get("skip")
         if skip is not None:
             divergence = divergence + torch.trace(skip)
-        return combine_heads(heads, queries, skip=skip), divergence
+        return self._combine(parameters, heads, queries), divergence
+
+    def _key_norms(self, parameters, prompt):
+        """``-1/2 z_i^T W_h z_i`` per head and token, or ``None`` without ``W``."""
+        if "W" not in parameters:
+            return None
+        return key_bias(prompt, parameters["W"], torch.zeros_like(parameters["b"]))
+
+    def _combine(self, parameters, heads, queries):
+        combined = combine_heads(heads, queries, skip=parameters.get("skip"))
+        intercept = parameters.get("intercept")
+        return combined if intercept is None else combined + intercept
 
     def _auto_starts(self):
         # The linear start is also trained when it can move: with one head it
@@ -385,6 +454,16 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             starts[name] = {"U": U, "V": V}
             if self.residual:
                 starts[name]["skip"] = skip
+            if self.key_bias is not None:  # the paper's scores: no key term, no intercept
+                n_heads, n_features = U.shape[:2]
+                starts[name]["b"] = np.zeros((n_heads, n_features))
+                if self.key_bias == "norm":
+                    starts[name]["W"] = np.zeros((n_heads, n_features, n_features))
+                if self.residual:
+                    starts[name]["intercept"] = np.zeros(n_features)
+                if name == "bayes" and self.residual:
+                    head = self._key_bias_heads(prompt, noise_variance, random_state)
+                    starts[name].update({key: head[key] for key in starts[name]})
         return starts
 
     def _random_heads(self, prompt, random_state):
@@ -417,6 +496,31 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         else:
             U[0], V[0] = single_head_construction(noisy_covariance, xi2)
         return U / scale / scale, V, skip
+
+    def _key_bias_heads(self, prompt, noise_variance, random_state):
+        """``key_bias_construction`` from a tied mixture fitted on the prompt,
+        in head 0 (the other heads output zero)."""
+        n_features = prompt.shape[1]
+        scale = rms_scale(prompt)
+        means, noisy_covariance = self._fit_tied_mixture(prompt / scale, random_state)
+        xi2 = max(noise_variance / scale / scale, 1e-12)
+        with warnings.catch_warnings():
+            # a start: where no offset is exact, the least-squares one trains on
+            warnings.simplefilter("ignore", UserWarning)
+            head = key_bias_construction(means, noisy_covariance, xi2)
+        U = np.zeros((self.n_heads, n_features, n_features))
+        V = np.zeros_like(U)
+        W, b = np.zeros_like(U), np.zeros((self.n_heads, n_features))
+        U[0], V[0], W[0], b[0] = head["U"], head["V"], head["W"], head["b"]
+        # back to the data's units: U and W as scale^-2, b as 1/scale, t as scale
+        return {
+            "U": U / scale**2,
+            "V": V,
+            "skip": head["skip"],
+            "W": W / scale**2,
+            "b": b / scale,
+            "intercept": head["intercept"] * scale,
+        }
 
     def _fit_tied_mixture(self, prompt, random_state):
         if prompt.shape[0] < self.n_components:

@@ -42,6 +42,7 @@ def softmax_attention(
     exclude: torch.Tensor | None = None,
     batch_size: int | None = None,
     method: str = "auto",
+    key_offset: torch.Tensor | None = None,
     key_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Outputs of softmax-attention heads for each query.
@@ -74,12 +75,16 @@ def softmax_attention(
         overflow the dtype, CUDA with ``exclude``, a prompt that requires
         grad, other devices. The result is differentiable with respect to
         ``queries`` and ``U``, ``V`` (and ``key_bias``) for every method.
+    key_offset : Tensor of shape (H, p) or (p,), default=None
+        ``b_h`` in the scores ``z_i^T (U_h z + b_h)``: a term ``b_h^T z_i``
+        of the token alone, carried by the query's image, so that every
+        kernel keeps its speed. This package's extension, not the paper's.
     key_bias : Tensor of shape (H, L) or (L,), default=None
         A per-token term ``c_{h,i}`` added to head ``h``'s scores,
-        ``z_i^T U_h z + c_{h,i}``: this package's extension, not the
-        paper's. A key-norm term ``-1/2 z_i^T W z_i`` and a key offset
-        ``b^T z_i`` are such terms (:func:`key_bias`). ``None``: the paper's
-        scores.
+        ``z_i^T U_h z + c_{h,i}``, such as a key norm ``-1/2 z_i^T W_h z_i``
+        (:func:`key_bias`): this package's extension. ``None``: the paper's
+        scores. A ``key_bias`` that requires grad trains on the ``"matmul"``
+        kernel with the weights stored.
 
     Returns
     -------
@@ -131,6 +136,13 @@ def softmax_attention(
     # (n, p) @ (p, H p) product -> (H, n, p), then the softmax average over the
     # prompt (attention_mean), then V_h
     transformed = (queries @ U.flatten(0, 1).mT).view(-1, n_heads, p).transpose(0, 1)
+    if key_offset is not None:
+        if key_offset.numel() != n_heads * p:
+            raise ValueError(
+                f"key_offset must have shape ({n_heads}, {p}) or ({p},) for one head; "
+                f"got {tuple(key_offset.shape)}."
+            )
+        transformed = transformed + key_offset.reshape(n_heads, 1, p)
     if key_bias is not None:
         transformed, prompt = _with_key_bias(transformed, prompt, key_bias)
     mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)

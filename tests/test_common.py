@@ -54,6 +54,7 @@ def expected_failures(estimator):
         SoftmaxAttentionDenoiser(
             n_heads=1, residual=False, noise_variance=0.01, max_iter=5, random_state=0
         ),
+        SoftmaxAttentionDenoiser(key_bias="norm", noise_variance=0.01, max_iter=5, random_state=0),
         LinearAttentionDenoiser(noise_variance=0.01, max_iter=5, random_state=0),
         LinearAttentionDenoiser(
             n_layers=2, residual=False, noise_variance=0.01, max_iter=5, random_state=0

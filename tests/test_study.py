@@ -28,6 +28,7 @@ DENOISERS = [
     "SoftmaxAttentionDenoiser (2 residual heads)",
     "SoftmaxAttentionDenoiser (2 plain heads)",
     "SoftmaxAttentionDenoiser (1 residual head)",
+    "SoftmaxAttentionDenoiser (2 residual heads, key offset)",
     "SoftmaxAttentionDenoiser (1 plain head)",
     "LinearAttentionDenoiser",
     "GaussianMixtureDenoiser",
@@ -67,8 +68,8 @@ def test_report_files_hold_every_estimator_with_finite_numbers(study, tmp_path):
     with (tmp_path / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     folds = [row for row in rows if row["kind"] == "cross_validate"]
-    # 3 classification tasks x 4-5 estimators and 3 denoising tasks x 7-8, 2 folds each
-    assert len(folds) == 2 * (5 + 5 + 4 + 8 + 8 + 7)
+    # 3 classification tasks x 4-5 estimators and 3 denoising tasks x 8-9, 2 folds each
+    assert len(folds) == 2 * (5 + 5 + 4 + 9 + 9 + 8)
     for row in folds:
         metrics = ["mse"] if row["section"] == "denoising" else ["accuracy", "log_loss"]
         assert all(math.isfinite(float(row[metric])) for metric in metrics + ["fit_seconds"])

@@ -109,7 +109,7 @@ def run_study(
         this many rows, for smoke tests.
     tasks : list of str, default=None
         Names of the tasks to run (``"C1"``, ``"C2"``, ``"XOR"``, ``"iris"``,
-        ``"wine"``, ``"breast_cancer"``, ``"digits"``, ``"figure2"``,
+        ``"wine"``, ``"breast_cancer"``, ``"digits"``, ``"figure2"``, ``"unequal_norms"``,
         ``"mixture16"``, ``"digits_noisy"``); None runs them all. A grid
         search runs when its task does.
     progress : bool, default=True

@@ -28,6 +28,14 @@ XOR_CENTRES = {0: np.array([[2.0, -2.0], [-2.0, 2.0]]), 1: np.array([[2.0, 2.0],
 # The paper's Figure 2 task: two clusters in the plane, gamma = 1, xi = 2.
 FIGURE_2 = {"means": np.array([[3.0, 0.0], [0.0, 3.0]]), "covariance": 1.0, "noise_variance": 4.0}
 
+# Three clusters of norms 0, 5 and 7: the paper's dot-product scores have no
+# gate term for unequal norms (user guide, "Key-bias heads").
+UNEQUAL_NORMS = {
+    "means": np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 7.0]]),
+    "covariance": 1.0,
+    "noise_variance": 1.0,
+}
+
 # Pixel noise of the digits task, on intensities scaled to [0, 1].
 DIGITS_NOISE_STD = 0.3
 
@@ -41,6 +49,7 @@ TASK_NAMES = (
     "breast_cancer",
     "digits",
     "figure2",
+    "unequal_norms",
     "mixture16",
     "digits_noisy",
 )
@@ -124,10 +133,16 @@ def noisy_digits(random_state: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def denoising_tasks(n_synthetic: int, random_state: int) -> list[Task]:
-    """Figure 2's task, a 16-dimensional four-component mixture, and noisy digits."""
+    """Figure 2's task, a mixture of unequal norms, a 16-dimensional
+    four-component mixture, and noisy digits."""
     tasks = []
     for name, description, mixture in [
         ("figure2", "paper's Figure 2 task (p = 2, gamma = 1, xi = 2)", FIGURE_2),
+        (
+            "unequal_norms",
+            "three components of norms 0, 5 and 7 (p = 2, gamma = 1, xi = 1)",
+            UNEQUAL_NORMS,
+        ),
         (
             "mixture16",
             "four components in p = 16 (|m_k| = 4, gamma^2 = 0.5, xi = 1)",
