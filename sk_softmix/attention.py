@@ -435,6 +435,78 @@ def attention_covariance(
     )
 
 
+def attention_trace(
+    transformed: torch.Tensor,
+    prompt: torch.Tensor,
+    matrices: torch.Tensor,
+    exclude: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention-weighted mean and ``tr(M_h Cov_a)`` per head and query, without ``Cov_a``.
+
+    Parameters
+    ----------
+    transformed : Tensor of shape (H, n, r)
+        Transformed queries, as in :func:`attention_mean`; only the first
+        ``p`` columns of the prompt are averaged and traced, so wider tokens
+        (key-bias columns) may follow them.
+    prompt : Tensor of shape (L, r)
+        The prompt tokens, their first ``p`` columns the ``z_i``.
+    matrices : Tensor of shape (H, p, p)
+        ``M_h``.
+    exclude : Tensor of shape (n,), dtype int64, default=None
+        Index of a prompt token each query must not attend to, ``-1`` for none.
+
+    Returns
+    -------
+    mean : Tensor of shape (H, n, p)
+        ``sum_i a_i z_i``.
+    trace : Tensor of shape (H, n)
+        ``tr(M_h Cov_a) = sum_i a_i (z_i - c)^T M_h (z_i - c) - (mean - c)^T
+        M_h (mean - c)``, ``c`` the prompt's mean.
+
+    See Also
+    --------
+    attention_covariance : The whole covariance, ``p x p`` per query.
+
+    Notes
+    -----
+    Stein's unbiased risk estimate needs only ``tr(V Cov_a U) = tr(U V
+    Cov_a)``. Each token's quadratic form is computed once, ``O(L p^2)`` per
+    call, and averaged as one more column of the tokens: ``O(L)`` per query
+    on top of the scores, where the covariance costs ``O(L p^2)`` per
+    query. Centring on ``c`` keeps the difference free of cancellation when
+    the data sit far from the origin. Differentiable with respect to
+    ``transformed`` and ``matrices`` (autograd stores the weights).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_softmix.attention import attention_covariance, attention_trace
+    >>> prompt = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]], dtype=torch.float64)
+    >>> transformed = torch.tensor([[[0.3, -0.2]]], dtype=torch.float64)
+    >>> M = torch.tensor([[[2.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
+    >>> mean, trace = attention_trace(transformed, prompt, M)
+    >>> covariance = attention_covariance(transformed, prompt)[1]
+    >>> bool(torch.allclose(trace[0, 0], torch.trace(M[0] @ covariance[0, 0])))
+    True
+    """
+    n_heads, n_queries, width = transformed.shape
+    p = matrices.shape[-1]
+    centre = prompt[:, :p].mean(dim=0).detach()
+    centred = prompt[:, :p] - centre
+    quadratic = torch.einsum("li,hij,lj->hl", centred, matrices, centred)  # (H, L)
+    # One more token column per head, read by no score (0 in every query):
+    # the average of column p_h is sum_i a_i (z_i - c)^T M_h (z_i - c).
+    tokens = torch.cat([prompt, quadratic.mT.to(prompt.dtype)], dim=-1)
+    queries = torch.cat([transformed, transformed.new_zeros((n_heads, n_queries, n_heads))], -1)
+    averages = attention_mean(queries, tokens, exclude)
+    mean = averages[..., :p]
+    own_column = averages[..., width:].diagonal(dim1=0, dim2=2).T  # (H, n): head h's column
+    offset = mean - centre.to(mean.dtype)
+    trace = own_column - torch.einsum("hni,hij,hnj->hn", offset, matrices, offset)
+    return mean, trace
+
+
 def _fused_moments_apply(transformed, prompt, exclude):
     """Whether the fused kernel computes the two moments: small ``p`` (the
     values are ``p + p^2`` wide), and the conditions of ``_kernel_name``."""

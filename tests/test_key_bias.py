@@ -257,15 +257,18 @@ def test_bayes_start_is_the_construction_in_the_data_units(kind):
     np.testing.assert_allclose(outputs[1], 1e3 * outputs[0], rtol=1e-8, atol=1e-8)
 
 
-def test_divergence_with_key_terms_is_the_jacobian_trace():
+@pytest.mark.parametrize("kind", [None, "norm"])
+@pytest.mark.parametrize("n_features", [3, 10])  # the covariance path, the trace path
+def test_divergence_with_key_terms_is_the_jacobian_trace(kind, n_features):
     from test_sure_and_tasks import divergence_by_autograd
 
     rng = np.random.default_rng(7)
-    Z, X = rng.normal(size=(50, 3)) * 2, rng.normal(size=(50, 3))
-    denoiser = SoftmaxAttentionDenoiser(key_bias="norm", init="random", max_iter=0).fit(Z, X)
-    denoiser.b_ = rng.normal(size=denoiser.b_.shape)
-    denoiser.W_ = rng.normal(size=denoiser.W_.shape) * 0.1
-    denoiser.intercept_ = rng.normal(size=3)
+    Z, X = rng.normal(size=(50, n_features)) * 2 + 5, rng.normal(size=(50, n_features))
+    denoiser = SoftmaxAttentionDenoiser(key_bias=kind, init="random", max_iter=0).fit(Z, X)
+    if kind is not None:
+        denoiser.b_ = rng.normal(size=denoiser.b_.shape)
+        denoiser.W_ = rng.normal(size=denoiser.W_.shape) * 0.01
+        denoiser.intercept_ = rng.normal(size=n_features)
     prompt, queries = torch.tensor(Z), torch.tensor(Z[:7] + 0.1)
     for exclude in (None, torch.arange(7)):
         expected, parameters = divergence_by_autograd(denoiser, queries, prompt, exclude)
