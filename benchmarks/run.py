@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/run.py [--quick] [--device cpu|cuda] [--out results.json]
                              [--sections engine memory training in_context prompt_size
-                                         large_prompt]
+                                         large_prompt images]
 
 Every number is printed next to a reference measured in the same run (SDPA, a
 dense matmul, LDA, EM refitting, the Bayes risk); nothing asserts on time.
@@ -24,6 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import engine  # noqa: E402
+import images  # noqa: E402
 import in_context  # noqa: E402
 import large_prompt  # noqa: E402
 import memory  # noqa: E402
@@ -31,7 +32,7 @@ import prompt_size  # noqa: E402
 import torch  # noqa: E402
 import training  # noqa: E402
 
-SECTIONS = ("engine", "memory", "training", "in_context", "prompt_size", "large_prompt")
+SECTIONS = ("engine", "memory", "training", "in_context", "prompt_size", "large_prompt", "images")
 NOT_MEASURED = "not measured"
 
 
@@ -113,6 +114,20 @@ def targets(results, quick, device):
             "measured": f"max {slowest['fit_seconds']:.2f} s ({slowest['task']}, "
             f"{slowest['n_train']:,} points)",
         }
+    image_rows = results.get("images", {}).get("rows", [])
+    for sigma in sorted({r["sigma"] for r in image_rows}):
+        psnr = {
+            r["method"]: r["psnr"]
+            for r in image_rows
+            if r["image"] == "camera" and r["sigma"] == sigma
+        }
+        if images.KEY_NORM in psnr:
+            ours, nlm = psnr[images.KEY_NORM], psnr[images.NLM]
+            mixture = psnr["GaussianMixtureDenoiser (8 components)"]
+            found[f"camera, sigma {sigma}: key norm >= non-local means and > GMM (PSNR)"] = {
+                "met": ours >= nlm and ours > mixture,
+                "measured": f"{ours:.2f} dB against {nlm:.2f} (NLM) and {mixture:.2f} (GMM)",
+            }
     cross = results.get("engine", {}).get("cross_device")
     found["CUDA >= 20x CPU speed"] = (
         {"met": cross["speedup"] >= 20, "measured": f"{cross['speedup']:.1f}x on {cross['shape']}"}
@@ -167,6 +182,7 @@ def main(argv=None):
                 "training": training,
                 "in_context": in_context,
                 "large_prompt": large_prompt,
+                "images": images,
             }[name].run(args.quick, args.device)
         results["section_seconds"][name] = time.perf_counter() - section_start
     results["targets"] = targets(results, args.quick, args.device)
