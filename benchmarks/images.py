@@ -1,4 +1,4 @@
-"""Section 7, image denoising: PSNR, SSIM and seconds, every method in one run.
+"""Section 8, image denoising: PSNR, SSIM and seconds, every method in one run.
 
 Three grayscale images that ship with scikit-image (camera, moon, coins),
 scaled to [0, 1], with white Gaussian noise of standard deviation 0.1 and
@@ -74,7 +74,7 @@ def run(quick, device):
                 denoised, seconds = timed(lambda m=method, x=noisy: m(x), device)
                 rows.append(_row(image_name, sigma, name, clean, denoised, seconds))
     print_table(
-        f"7. Image denoising, 7 x 7 patches, 2,000 training patches ({device})",
+        f"8. Image denoising, 7 x 7 patches, 2,000 training patches ({device})",
         ["image", "sigma", "method", "PSNR dB", "SSIM", "seconds"],
         [[r["image"], r["sigma"], r["method"], r["psnr"], r["ssim"], r["seconds"]] for r in rows],
     )
