@@ -46,6 +46,13 @@ DENOISERS = {
         )
         if residual or heads == 2 or init != "linear"  # one plain head has no linear start
     },
+    # this package's key-bias heads, from the construction and by default
+    "softmax-key-offset-auto": lambda xi2: SoftmaxAttentionDenoiser(
+        key_bias="offset", noise_variance=xi2, **FAST
+    ),
+    "softmax-key-norm-bayes": lambda xi2: SoftmaxAttentionDenoiser(
+        1, key_bias="norm", init="bayes", noise_variance=xi2, **FAST
+    ),
     **{
         f"linear-{init}": (
             lambda xi2, init=init: LinearAttentionDenoiser(init=init, noise_variance=xi2, **FAST)
