@@ -43,6 +43,7 @@ def softmax_attention(
     batch_size: int | None = None,
     method: str = "auto",
     key_offset: torch.Tensor | None = None,
+    key_norm: torch.Tensor | None = None,
     key_bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Outputs of softmax-attention heads for each query.
@@ -79,6 +80,12 @@ def softmax_attention(
         ``b_h`` in the scores ``z_i^T (U_h z + b_h)``: a term ``b_h^T z_i``
         of the token alone, carried by the query's image, so that every
         kernel keeps its speed. This package's extension, not the paper's.
+    key_norm : Tensor of shape (H, p, p) or (p, p), default=None
+        ``W_h`` in the scores ``z_i^T U_h z - 1/2 z_i^T W_h z_i``: a key norm
+        (this package's extension). Where it requires grad and ``p = 2``, its
+        terms are carried by the query's image as weights of the tokens'
+        products ``z_ia z_ib``, so that training keeps the fused kernel;
+        elsewhere they are computed per token, as a ``key_bias``.
     key_bias : Tensor of shape (H, L) or (L,), default=None
         A per-token term ``c_{h,i}`` added to head ``h``'s scores,
         ``z_i^T U_h z + c_{h,i}``, such as a key norm ``-1/2 z_i^T W_h z_i``
@@ -143,6 +150,8 @@ def softmax_attention(
                 f"got {tuple(key_offset.shape)}."
             )
         transformed = transformed + key_offset.reshape(n_heads, 1, p)
+    if key_norm is not None:
+        transformed, prompt = _with_key_norm(transformed, prompt, key_norm.reshape(-1, p, p))
     if key_bias is not None:
         transformed, prompt = _with_key_bias(transformed, prompt, key_bias)
     mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)
@@ -183,6 +192,59 @@ def key_bias(prompt: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Te
     """
     norms = torch.einsum("li,hij,lj->hl", prompt, W, prompt)  # z_i^T W_h z_i
     return b @ prompt.mT - 0.5 * norms
+
+
+def _with_key_norm(transformed, prompt, W):
+    """Queries and tokens whose plain scores are ``z_i . t_h - 1/2 z_i^T W_h z_i``.
+
+    The first ``p`` columns of the returned tokens are the prompt's, so
+    averages and moments over them start with the prompt's own. Two ways,
+    with the same scores:
+
+    - per token: ``c_{h,i} = -1/2 z_i^T W_h z_i`` as one column per head
+      (``_with_key_bias``); a ``W`` that requires grad then reaches the
+      scores through the tokens, which sends training to the matmul kernel;
+    - through the query's image, where ``W`` requires grad and the tokens
+      stay narrow (``p = 2``: 6 columns): the tokens gain their products
+      ``-1/2 z_ia z_ib`` (``a <= b``) and a column of ones, each head's
+      query the matching entries of ``W_h`` and ``-max_i c_{h,i}``, so the
+      gradient flows through the queries and the fused kernel's
+      closed-form backward applies.
+
+    Parameters
+    ----------
+    transformed : Tensor of shape (H, n, p)
+        ``U_h z`` (plus any key offset) per head and query.
+    prompt : Tensor of shape (L, p)
+        The prompt tokens.
+    W : Tensor of shape (H, p, p)
+        Key-norm matrices.
+
+    Returns
+    -------
+    transformed : Tensor of shape (H, n, r)
+        The widened queries.
+    tokens : Tensor of shape (L, r)
+        The widened prompt, its first ``p`` columns the prompt.
+    """
+    n_heads, n_queries, p = transformed.shape
+    pairs = torch.triu_indices(p, p, device=prompt.device)
+    width = p + pairs.shape[1] + 1
+    narrow = width <= _CLOSED_FORM_MAX_FEATURES
+    if not (narrow and torch.is_grad_enabled() and W.requires_grad):
+        return _with_key_bias(transformed, prompt, key_bias(prompt, W, W.new_zeros(n_heads, p)))
+    symmetric = W + W.mT
+    # z^T W z = sum_a W_aa z_a^2 + sum_{a<b} (W_ab + W_ba) z_a z_b
+    weights = torch.where(
+        pairs[0] == pairs[1], symmetric[:, pairs[0], pairs[1]] / 2, symmetric[:, pairs[0], pairs[1]]
+    )  # (H, pairs)
+    products = -0.5 * prompt[:, pairs[0]] * prompt[:, pairs[1]]  # (L, pairs)
+    with torch.no_grad():  # the softmax ignores a per-head constant: max 0, as in _with_key_bias
+        largest = (products.to(weights.dtype) @ weights.mT).amax(dim=0)  # (H,)
+    extra = torch.cat([weights, -largest.unsqueeze(1)], dim=1).to(transformed.dtype)
+    queries = torch.cat([transformed, extra.unsqueeze(1).expand(n_heads, n_queries, -1)], dim=-1)
+    ones = prompt.new_ones((prompt.shape[0], 1))
+    return queries, torch.cat([prompt, products, ones], dim=-1)
 
 
 def _with_key_bias(transformed, prompt, bias):

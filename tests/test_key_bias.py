@@ -298,3 +298,31 @@ def test_key_offset_beats_dot_product_scores_with_unequal_norms():
         ratios[kind] = np.mean((denoiser.transform(Z_test) - X_test) ** 2) / bayes_risk
     assert ratios["offset"] < 1.1
     assert ratios[None] > ratios["offset"] + 0.15, ratios
+
+
+@pytest.mark.parametrize("p", [2, 3])  # through the queries (fused), through the tokens
+@pytest.mark.parametrize("with_exclude", [False, True])
+def test_key_norm_routes_agree_with_the_per_token_terms(p, with_exclude):
+    # A trainable W reaches the scores through the queries' image at p = 2
+    # and through a token column elsewhere: values and gradients equal the
+    # per-token terms' (key_bias), which the engine test checks term by term.
+    rng = np.random.default_rng(8)
+    n, L = 300, 80
+    queries, prompt = torch.tensor(rng.normal(size=(n, p))), torch.tensor(rng.normal(size=(L, p)))
+    exclude = torch.tensor(rng.integers(-1, L, size=n)) if with_exclude else None
+    U_start = 0.3 * np.eye(p) + 0.1 * rng.normal(size=(2, p, p))
+    results = []
+    for route in ("key_norm", "key_bias"):
+        U = torch.tensor(U_start, requires_grad=True)
+        W = torch.tensor(np.stack([np.eye(p), 0.5 * np.ones((p, p))]), requires_grad=True)
+        V = torch.eye(p, dtype=torch.float64).expand(2, p, p)
+        terms = (
+            {"key_norm": W}
+            if route == "key_norm"
+            else {"key_bias": key_bias(prompt, W, torch.zeros(2, p, dtype=torch.float64))}
+        )
+        out = softmax_attention(queries, prompt, U, V, exclude=exclude, **terms)
+        (out**2).sum().backward()
+        results.append((out.detach(), U.grad, W.grad))
+    for got, expected in zip(results[0], results[1], strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
