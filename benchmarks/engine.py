@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from common import best_of, print_table
 
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionDenoiser
-from sk_softmix.attention import key_bias, softmax_attention
+from sk_softmix.attention import softmax_attention
 from sk_softmix.datasets import make_gaussian_mixture
 
 QUICK_SHAPES = [
@@ -152,11 +152,7 @@ def measure_shape(n, L, p, device):
             # computed in the call: one more token column for the kernel
             entries["key norm H=1"] = (
                 heads,
-                [
-                    lambda U=U, V=V: softmax_attention(
-                        q_t, p_t, U, V, key_bias=key_bias(p_t, U[None], U.new_zeros(1, p))
-                    )
-                ],
+                [lambda U=U, V=V: softmax_attention(q_t, p_t, U, V, key_norm=U)],
             )
     warm_q, warm_np = q_t[:WARM_UP], queries[:WARM_UP]
     with torch.no_grad():
