@@ -151,6 +151,12 @@ def softmax_attention(
             )
         transformed = transformed + key_offset.reshape(n_heads, 1, p)
     if key_norm is not None:
+        if key_norm.shape not in ((n_heads, p, p), (p, p)) or (key_norm.dim() == 2 and n_heads > 1):
+            raise ValueError(
+                f"key_norm must have shape ({n_heads}, {p}, {p})"
+                + (f" or ({p}, {p}) for one head" if n_heads == 1 else "")
+                + f"; got {tuple(key_norm.shape)}."
+            )
         transformed, prompt = _with_key_norm(transformed, prompt, key_norm.reshape(-1, p, p))
     if key_bias is not None:
         transformed, prompt = _with_key_bias(transformed, prompt, key_bias)

@@ -69,6 +69,13 @@ def test_single_head_takes_a_flat_bias_and_shapes_are_checked():
     np.testing.assert_allclose(out.numpy(), [softmax([0.0, -1.0])], rtol=1e-6)
     with pytest.raises(ValueError, match="key_bias must have shape"):
         softmax_attention(torch.zeros(1, 2), prompt, U, U, key_bias=torch.zeros(3))
+    with pytest.raises(ValueError, match="key_offset must have shape"):
+        softmax_attention(torch.zeros(1, 2), prompt, U, U, key_offset=torch.zeros(3))
+    with pytest.raises(ValueError, match="key_norm must have shape"):
+        softmax_attention(torch.zeros(1, 2), prompt, U, U, key_norm=torch.zeros(2, 2, 2))
+    # a flat key norm is one head's: W = I on tokens of norm 1 shifts both by -1/2
+    out = softmax_attention(torch.zeros(1, 2), prompt, U, U, key_norm=torch.eye(2))
+    np.testing.assert_allclose(out.numpy(), [[0.5, 0.5]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("scale", [1e6, 1e20])
