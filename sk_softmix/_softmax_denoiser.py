@@ -10,10 +10,10 @@ from sklearn.utils._param_validation import StrOptions
 from ._attention_kernels import _CLOSED_FORM_MAX_FEATURES
 from ._denoiser_base import AttentionDenoiserBase
 from ._fused_attention import fused_kernel_available
+from ._key_terms import _with_key_norm
 from ._training import rms_scale
 from ._validation import Count
 from .attention import (
-    _with_key_norm,
     attention_covariance,
     attention_trace,
     combine_heads,
