@@ -29,7 +29,7 @@ def _mean_free_basis(n_pixels: int) -> np.ndarray:
 @validate_params(
     {
         "image": ["array-like"],
-        "patch_size": [Interval(Integral, 1, None, closed="left")],
+        "patch_size": [Interval(Integral, 2, None, closed="left")],
         "remove_mean": ["boolean"],
     },
     prefer_skip_nested_validation=True,
@@ -42,7 +42,7 @@ def image_to_patches(image, patch_size=7, remove_mean=True):
     image : array-like of shape (height, width)
         A grayscale image.
     patch_size : int, default=7
-        Side ``k`` of the square patches.
+        Side ``k`` of the square patches, at least 2.
     remove_mean : bool, default=True
         Split off each patch's mean and write the rest in an orthonormal
         basis of the patches of mean zero (``k^2 - 1`` coordinates); white
@@ -83,7 +83,7 @@ def image_to_patches(image, patch_size=7, remove_mean=True):
         "points": ["array-like"],
         "means": ["array-like"],
         "image_shape": [tuple],
-        "patch_size": [Interval(Integral, 1, None, closed="left")],
+        "patch_size": [Interval(Integral, 2, None, closed="left")],
     },
     prefer_skip_nested_validation=True,
 )
@@ -99,7 +99,7 @@ def patches_to_image(points, means, image_shape, patch_size=7):
     image_shape : tuple of (height, width)
         Shape of the image.
     patch_size : int, default=7
-        Side ``k`` of the patches.
+        Side ``k`` of the patches, at least 2.
 
     Returns
     -------
@@ -135,7 +135,7 @@ def patches_to_image(points, means, image_shape, patch_size=7):
     {
         "image": ["array-like"],
         "denoiser": [HasMethods(["fit_transform", "transform"])],
-        "patch_size": [Interval(Integral, 1, None, closed="left")],
+        "patch_size": [Interval(Integral, 2, None, closed="left")],
         "n_training_patches": [Interval(Integral, 2, None, closed="left")],
         "remove_mean": ["boolean"],
         "clean": ["array-like", None],
@@ -165,7 +165,7 @@ def denoise_image(
         clean image it needs the pixels' noise variance as its
         ``noise_variance``.
     patch_size : int, default=7
-        Side ``k`` of the overlapping square patches.
+        Side ``k`` of the overlapping square patches, at least 2.
     n_training_patches : int, default=2000
         Patches drawn at random to fit on (for an attention denoiser, its
         prompt), among those that share no pixel (a grid of step

@@ -93,3 +93,5 @@ def test_bad_images_are_refused():
         denoise_image(np.zeros((5, 5)), denoiser, patch_size=7)
     with pytest.raises(ValueError, match="NaN"):
         denoise_image(np.full((9, 9), np.nan), denoiser)
+    with pytest.raises(ValueError, match="patch_size"):  # one pixel has no mean-free part
+        denoise_image(np.zeros((9, 9)), denoiser, patch_size=1)
