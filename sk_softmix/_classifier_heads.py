@@ -140,6 +140,15 @@ def zero_heads(prompt_X, width, n_heads, random_state):
     }
 
 
+def class_means_and_pooled_covariance(X, labels, n_classes):
+    """Class means (C, d) and the pooled within-class covariance (d, d) with
+    maximum-likelihood (1/n) class covariances, for labels ``0..C-1``; the
+    ``C``-class form of :func:`~sk_softmix.lda.class_statistics`."""
+    means = np.stack([X[labels == c].mean(axis=0) for c in range(n_classes)])
+    centred = X - means[labels]
+    return means, centred.T @ centred / len(X)
+
+
 def krylov_heads(prompt_X, prompt_labels, n_classes, n_heads, random_state):
     """Theorem 3.6's start on data: the zero start with ``v21`` in ``K-perp``.
 
@@ -159,11 +168,8 @@ def krylov_heads(prompt_X, prompt_labels, n_classes, n_heads, random_state):
     """
     heads = zero_heads(prompt_X, label_width(n_classes), n_heads, random_state)
     n, d = prompt_X.shape
-    means = np.stack([prompt_X[prompt_labels == c].mean(axis=0) for c in range(n_classes)])
-    centred = prompt_X - means[prompt_labels]
-    basis = krylov_basis(
-        means - prompt_X.mean(axis=0), centred.T @ centred / n, rtol=2 * np.sqrt(d / n)
-    )
+    means, covariance = class_means_and_pooled_covariance(prompt_X, prompt_labels, n_classes)
+    basis = krylov_basis(means - prompt_X.mean(axis=0), covariance, rtol=2 * np.sqrt(d / n))
     if basis.shape[1] == d:
         return None
     heads["v21"] = heads["v21"] - heads["v21"] @ basis @ basis.T
@@ -218,10 +224,8 @@ def _bayes_heads_unit_scale(prompt_X, prompt_labels, n_classes, n_heads):
     else:
         # One-hot analogue: u12 = -M U11^T keeps the gate at the priors, then
         # v21 Gamma = W and v22 (pi) = b - v21 mbar give the LDA logits W x + b.
-        means = np.stack([prompt_X[prompt_labels == c].mean(axis=0) for c in range(n_classes)])
+        means, covariance = class_means_and_pooled_covariance(prompt_X, prompt_labels, n_classes)
         priors = np.bincount(prompt_labels, minlength=n_classes) / len(prompt_labels)
-        centred = prompt_X - means[prompt_labels]
-        covariance = centred.T @ centred / len(prompt_X)
         inverse = precision(covariance)
         weights = means @ inverse  # (C, d): Gamma^{-1} m_c
         biases = -0.5 * np.sum(weights * means, axis=1) + np.log(priors)

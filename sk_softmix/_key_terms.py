@@ -13,9 +13,15 @@ import torch
 from ._attention_kernels import _CLOSED_FORM_MAX_FEATURES
 
 
-def _with_key_terms(transformed, prompt, key_offset, key_norm, key_bias):
+def _with_key_terms(transformed, prompt, key_offset=None, key_norm=None, bias=None):
     """``transformed`` and ``prompt`` with the key offset, key norm and key
-    bias of :func:`softmax_attention` folded in (each checked first)."""
+    bias of :func:`softmax_attention` folded in (each checked first).
+
+    The offset is added to the queries' image. A key norm that is trained
+    on narrow tokens rides on the queries too (``_with_key_products``);
+    otherwise its per-token terms join ``bias``, so that every per-token
+    term takes one column per head (``_with_key_bias``).
+    """
     n_heads, _, p = transformed.shape
     if key_offset is not None:
         if key_offset.numel() != n_heads * p:
@@ -31,9 +37,14 @@ def _with_key_terms(transformed, prompt, key_offset, key_norm, key_bias):
                 + (f" or ({p}, {p}) for one head" if n_heads == 1 else "")
                 + f"; got {tuple(key_norm.shape)}."
             )
-        transformed, prompt = _with_key_norm(transformed, prompt, key_norm.reshape(-1, p, p))
-    if key_bias is not None:
-        transformed, prompt = _with_key_bias(transformed, prompt, key_bias)
+        W = key_norm.reshape(-1, p, p)
+        if _products_are_narrow(p) and torch.is_grad_enabled() and W.requires_grad:
+            transformed, prompt = _with_key_products(transformed, prompt, W)
+        else:
+            norms = key_bias(prompt, W, W.new_zeros(n_heads, p))
+            bias = norms if bias is None else norms + bias.reshape(-1, prompt.shape[0])
+    if bias is not None:
+        transformed, prompt = _with_key_bias(transformed, prompt, bias)
     return transformed, prompt
 
 
@@ -72,52 +83,31 @@ def key_bias(prompt: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Te
     return b @ prompt.mT - 0.5 * norms
 
 
-def _with_key_norm(transformed, prompt, W):
-    """Queries and tokens whose plain scores are ``z_i . t_h - 1/2 z_i^T W_h z_i``.
+def _products_are_narrow(p):
+    """Whether ``p`` features, their ``p (p + 1) / 2`` products and a column of
+    ones stay within the closed-form backward's width (``p = 2``: 6)."""
+    return p + p * (p + 1) // 2 + 1 <= _CLOSED_FORM_MAX_FEATURES
 
-    The first ``p`` columns of the returned tokens are the prompt's, so
-    averages and moments over them start with the prompt's own. Two ways,
-    with the same scores:
 
-    - per token: ``c_{h,i} = -1/2 z_i^T W_h z_i`` as one column per head
-      (``_with_key_bias``); a ``W`` that requires grad then reaches the
-      scores through the tokens, which sends training to the matmul kernel;
-    - through the query's image, where ``W`` requires grad and the tokens
-      stay narrow (``p = 2``: 6 columns): the tokens gain their products
-      ``-1/2 z_ia z_ib`` (``a <= b``) and a column of ones, each head's
-      query the matching entries of ``W_h`` and ``-max_i c_{h,i}``, so the
-      gradient flows through the queries and the fused kernel's
-      closed-form backward applies.
+def _with_key_products(transformed, prompt, W):
+    """Queries and tokens whose plain scores are ``z_i . t_h - 1/2 z_i^T W_h z_i``,
+    with ``W`` carried by the queries.
 
-    Parameters
-    ----------
-    transformed : Tensor of shape (H, n, p)
-        ``U_h z`` (plus any key offset) per head and query.
-    prompt : Tensor of shape (L, p)
-        The prompt tokens.
-    W : Tensor of shape (H, p, p)
-        Key-norm matrices.
-
-    Returns
-    -------
-    transformed : Tensor of shape (H, n, r)
-        The widened queries.
-    tokens : Tensor of shape (L, r)
-        The widened prompt, its first ``p`` columns the prompt.
+    The tokens gain their products ``-1/2 z_ia z_ib`` (``a <= b``) and a
+    column of ones, each head's query the matching entries of ``W_h`` and
+    ``-max_i`` of its terms (the softmax ignores a per-head constant, as in
+    ``_with_key_bias``). A ``W`` that requires grad then reaches the scores
+    through the queries, where the fused kernel's closed-form backward
+    applies; as a per-token column it would send training to the matmul
+    kernel. The first ``p`` columns of the tokens stay the prompt's.
     """
     n_heads, n_queries, p = transformed.shape
     pairs = torch.triu_indices(p, p, device=prompt.device)
-    width = p + pairs.shape[1] + 1
-    narrow = width <= _CLOSED_FORM_MAX_FEATURES
-    if not (narrow and torch.is_grad_enabled() and W.requires_grad):
-        return _with_key_bias(transformed, prompt, key_bias(prompt, W, W.new_zeros(n_heads, p)))
-    symmetric = W + W.mT
     # z^T W z = sum_a W_aa z_a^2 + sum_{a<b} (W_ab + W_ba) z_a z_b
-    weights = torch.where(
-        pairs[0] == pairs[1], symmetric[:, pairs[0], pairs[1]] / 2, symmetric[:, pairs[0], pairs[1]]
-    )  # (H, pairs)
+    halved = torch.where(pairs[0] == pairs[1], 0.5, 1.0).to(W.dtype)
+    weights = (W + W.mT)[:, pairs[0], pairs[1]] * halved  # (H, pairs)
     products = -0.5 * prompt[:, pairs[0]] * prompt[:, pairs[1]]  # (L, pairs)
-    with torch.no_grad():  # the softmax ignores a per-head constant: max 0, as in _with_key_bias
+    with torch.no_grad():
         largest = (products.to(weights.dtype) @ weights.mT).amax(dim=0)  # (H,)
     extra = torch.cat([weights, -largest.unsqueeze(1)], dim=1).to(transformed.dtype)
     queries = torch.cat([transformed, extra.unsqueeze(1).expand(n_heads, n_queries, -1)], dim=-1)

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from ._attention_kernels import _CLOSED_FORM_MAX_FEATURES
 from ._denoiser_base import AttentionDenoiserBase
 from ._fused_attention import fused_kernel_available
-from ._key_terms import _with_key_norm
+from ._key_terms import _with_key_terms
 from ._training import rms_scale
 from ._validation import Count
 from .attention import (
@@ -405,11 +405,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         U, V = parameters["U"], parameters["V"]
         p = queries.shape[1]
         transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
-        if "b" in parameters:
-            transformed = transformed + parameters["b"].unsqueeze(1)  # U_h z + b_h
-        tokens = prompt
-        if "W" in parameters:  # wider tokens; the first p moments are the prompt's
-            transformed, tokens = _with_key_norm(transformed, prompt, parameters["W"])
+        # key terms widen the tokens; their first p moments stay the prompt's
+        transformed, tokens = _with_key_terms(
+            transformed, prompt, parameters.get("b"), parameters.get("W")
+        )
         if p <= _CLOSED_FORM_MAX_FEATURES:
             # the fused kernel gives the covariance in one pass with the mean
             mean, covariance = attention_covariance(transformed, tokens, exclude)
@@ -446,30 +445,29 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         return self.residual or self.n_heads >= 2
 
     def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names):
+        n_features = prompt.shape[1]
+        # the paper's scores where a start has no key terms: zero b, W and intercept
+        no_key_terms = {
+            "b": np.zeros((self.n_heads, n_features)),
+            "W": np.zeros((self.n_heads, n_features, n_features)),
+            "intercept": np.zeros(n_features),
+        }
         starts = {}
         for name in names:
-            if name == "linear":
+            if name == "bayes":
+                start = self._bayes_heads(prompt, noise_variance, random_state)
+            elif name == "linear":
                 A, c = best_affine_map(train_X, train_y, noise_variance)
-                U, V, skip = affine_heads(
+                heads = affine_heads(
                     A, c, prompt, self.n_heads, residual=self.residual, random_state=random_state
                 )
-            elif name == "random":
-                U, V, skip = self._random_heads(prompt, random_state)
+                start = dict(zip(("U", "V", "skip"), heads, strict=True))
             else:
-                U, V, skip = self._bayes_heads(prompt, noise_variance, random_state)
-            starts[name] = {"U": U, "V": V}
-            if self.residual:
-                starts[name]["skip"] = skip
-            if self.key_bias is not None:  # the paper's scores: no key term, no intercept
-                n_heads, n_features = U.shape[:2]
-                starts[name]["b"] = np.zeros((n_heads, n_features))
-                if self.key_bias == "norm":
-                    starts[name]["W"] = np.zeros((n_heads, n_features, n_features))
-                if self.residual:
-                    starts[name]["intercept"] = np.zeros(n_features)
-                if name == "bayes" and self.residual:
-                    head = self._key_bias_heads(prompt, noise_variance, random_state)
-                    starts[name].update({key: head[key] for key in starts[name]})
+                start = self._random_heads(prompt, random_state)
+            starts[name] = {
+                key: start[key] if key in start else no_key_terms[key].copy()
+                for key in self._parameter_names()
+            }
         return starts
 
     def _random_heads(self, prompt, random_state):
@@ -479,54 +477,43 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         size = (self.n_heads, n_features, n_features)
         U = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size) / scale / scale
         V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
-        return U, V, np.eye(n_features)
+        return {"U": U, "V": V, "skip": np.eye(n_features)}
 
     def _bayes_heads(self, prompt, noise_variance, random_state):
-        """The paper's constructions from a tied Gaussian mixture fitted on the prompt."""
+        """The constructions from a tied Gaussian mixture fitted on the prompt:
+        the paper's, or with ``key_bias`` and ``residual=True`` the key-bias
+        one (head 0; the other heads output zero)."""
         n_features = prompt.shape[1]
         U = np.zeros((self.n_heads, n_features, n_features))
         V = np.zeros((self.n_heads, n_features, n_features))
-        skip = np.eye(n_features)
-        # Built on the prompt at unit root-mean-square, U mapped back at the
-        # end: GaussianMixture's reg_covar is absolute, and products such as
-        # xi^2 (gamma^2 + xi^2) leave float64 at scales near 1e-150.
+        head = {"skip": np.eye(n_features)}
+        # Built on the prompt at unit root-mean-square, mapped back at the end
+        # by each parameter's power of the scale: GaussianMixture's reg_covar
+        # is absolute, and products such as xi^2 (gamma^2 + xi^2) leave
+        # float64 at scales near 1e-150.
         scale = rms_scale(prompt)
         means, noisy_covariance = self._fit_tied_mixture(prompt / scale, random_state)
         # xi^2 = 0 (clean "noisy" data) would divide by zero below
         xi2 = max(noise_variance / scale / scale, 1e-12)
-        if self.residual:
-            U[0], V[0], skip = in_context_construction(noisy_covariance, xi2)
+        if self.residual and self.key_bias is not None:
+            with warnings.catch_warnings():
+                # a start: where no offset is exact, the least-squares one trains on
+                warnings.simplefilter("ignore", UserWarning)
+                construction = key_bias_construction(means, noisy_covariance, xi2)
+            U[0], V[0], head["skip"] = construction["U"], construction["V"], construction["skip"]
+            head["b"] = np.zeros((self.n_heads, n_features))
+            head["W"] = np.zeros_like(U)
+            head["b"][0], head["W"][0] = construction["b"], construction["W"]
+            head["intercept"] = construction["intercept"]
+        elif self.residual:
+            U[0], V[0], head["skip"] = in_context_construction(noisy_covariance, xi2)
         elif self.n_heads >= 2 and self.n_components == 2:
             gamma2 = max(np.trace(noisy_covariance) / n_features - xi2, 0.0)
             U[:2], V[:2] = two_head_start(means, gamma2, xi2)
         else:
             U[0], V[0] = single_head_construction(noisy_covariance, xi2)
-        return U / scale / scale, V, skip
-
-    def _key_bias_heads(self, prompt, noise_variance, random_state):
-        """``key_bias_construction`` from a tied mixture fitted on the prompt,
-        in head 0 (the other heads output zero)."""
-        n_features = prompt.shape[1]
-        scale = rms_scale(prompt)
-        means, noisy_covariance = self._fit_tied_mixture(prompt / scale, random_state)
-        xi2 = max(noise_variance / scale / scale, 1e-12)
-        with warnings.catch_warnings():
-            # a start: where no offset is exact, the least-squares one trains on
-            warnings.simplefilter("ignore", UserWarning)
-            head = key_bias_construction(means, noisy_covariance, xi2)
-        U = np.zeros((self.n_heads, n_features, n_features))
-        V = np.zeros_like(U)
-        W, b = np.zeros_like(U), np.zeros((self.n_heads, n_features))
-        U[0], V[0], W[0], b[0] = head["U"], head["V"], head["W"], head["b"]
-        # back to the data's units: U and W as scale^-2, b as 1/scale, t as scale
-        return {
-            "U": U / scale**2,
-            "V": V,
-            "skip": head["skip"],
-            "W": W / scale**2,
-            "b": b / scale,
-            "intercept": head["intercept"] * scale,
-        }
+        head.update(U=U, V=V)
+        return {name: value / scale ** self._SCALE_POWER[name] for name, value in head.items()}
 
     def _fit_tied_mixture(self, prompt, random_state):
         if prompt.shape[0] < self.n_components:
