@@ -70,7 +70,11 @@ def image_to_patches(image, patch_size=7, remove_mean=True):
     >>> bool(np.allclose(patches_to_image(points, means, image.shape, patch_size=3), image))
     True
     """
-    image = _check_image(image, patch_size)
+    return _patches(_check_image(image, patch_size), patch_size, remove_mean)
+
+
+def _patches(image, patch_size, remove_mean):
+    """``image_to_patches`` of a checked float64 image."""
     patches = extract_patches_2d(image, (patch_size, patch_size))
     patches = patches.reshape(len(patches), -1)
     if not remove_mean:
@@ -210,13 +214,13 @@ def denoise_image(
     True
     """
     image = _check_image(image, patch_size)
-    points, means = image_to_patches(image, patch_size, remove_mean)
+    points, means = _patches(image, patch_size, remove_mean)
     targets = None
     if clean is not None:
         clean = _check_image(clean, patch_size)
         if clean.shape != image.shape:
             raise ValueError(f"clean has shape {clean.shape}, the image {image.shape}.")
-        targets, _ = image_to_patches(clean, patch_size, remove_mean)
+        targets, _ = _patches(clean, patch_size, remove_mean)
     training = _disjoint_patches(image.shape, patch_size, n_training_patches, random_state)
     rest = np.setdiff1d(np.arange(len(points)), training)
     fitted = clone(denoiser)
