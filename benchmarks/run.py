@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/run.py [--quick] [--device cpu|cuda] [--out results.json]
                              [--sections engine memory training in_context prompt_size
-                                         large_prompt images]
+                                         large_prompt images mixtures]
 
 Every number is printed next to a reference measured in the same run (SDPA, a
 dense matmul, LDA, EM refitting, the Bayes risk); nothing asserts on time.
@@ -28,11 +28,21 @@ import images  # noqa: E402
 import in_context  # noqa: E402
 import large_prompt  # noqa: E402
 import memory  # noqa: E402
+import mixtures  # noqa: E402
 import prompt_size  # noqa: E402
 import torch  # noqa: E402
 import training  # noqa: E402
 
-SECTIONS = ("engine", "memory", "training", "in_context", "prompt_size", "large_prompt", "images")
+SECTIONS = (
+    "engine",
+    "memory",
+    "training",
+    "in_context",
+    "prompt_size",
+    "large_prompt",
+    "images",
+    "mixtures",
+)
 NOT_MEASURED = "not measured"
 
 
@@ -128,6 +138,37 @@ def targets(results, quick, device):
                 "met": ours >= nlm and ours > mixture,
                 "measured": f"{ours:.2f} dB against {nlm:.2f} (NLM) and {mixture:.2f} (GMM)",
             }
+    steps = results.get("images", {}).get("training_steps")
+    if steps:
+        ratio = steps["seconds_per_step"]["SURE"] / steps["seconds_per_step"]["supervised"]
+        found["SURE training step <= 2x a supervised one at p = 63"] = {
+            "met": ratio <= 2.0,
+            "measured": f"{ratio:.2f}x ({steps['seconds_per_step']['SURE'] * 1e3:.0f} ms a step)",
+        }
+    camera = [r for r in image_rows if r["image"] == "camera" and r["method"] == images.KEY_NORM]
+    if camera:
+        slowest = max(r["seconds"] for r in camera)
+        found["512 x 512 image denoised in < 60 s, SURE training included"] = {
+            "met": slowest < 60.0,
+            "measured": f"{slowest:.1f} s (camera, key norm, 2,000 training patches, stride 1)",
+        }
+    mixture_rows = results.get("mixtures", {}).get("rows", [])
+    if mixture_rows:
+        ratios = {
+            r["mixture"]: r["ratio"] for r in mixture_rows if r["method"] == mixtures.KEY_NORM
+        }
+        dot = {
+            r["mixture"]: r["ratio"] for r in mixture_rows if r["method"] == mixtures.DOT_PRODUCT
+        }
+        n = results["mixtures"]["n"]
+        found[f"key norm within 2% of Bayes on every mixture of section 9 ({n:,} points)"] = {
+            "met": all(ratio <= 1.02 for ratio in ratios.values()),
+            "measured": ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items()),
+        }
+        found["dot product above the key norm on every mixture of section 9"] = {
+            "met": all(dot[k] > ratios[k] for k in ratios),
+            "measured": ", ".join(f"{k}: {v:.3f}" for k, v in dot.items()),
+        }
     cross = results.get("engine", {}).get("cross_device")
     found["CUDA >= 20x CPU speed"] = (
         {"met": cross["speedup"] >= 20, "measured": f"{cross['speedup']:.1f}x on {cross['shape']}"}
@@ -183,6 +224,7 @@ def main(argv=None):
                 "in_context": in_context,
                 "large_prompt": large_prompt,
                 "images": images,
+                "mixtures": mixtures,
             }[name].run(args.quick, args.device)
         results["section_seconds"][name] = time.perf_counter() - section_start
     results["targets"] = targets(results, args.quick, args.device)

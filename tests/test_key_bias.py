@@ -6,6 +6,8 @@ within its Monte Carlo error; the one-head construction against the Bayes
 denoiser on the population, to rounding.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -182,8 +184,10 @@ def test_a_gaussian_kernel_head_has_the_bayes_gate_at_a_temperature():
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("key_norm", [0.0, 3.0])
 @pytest.mark.parametrize("n_components", [2, 3, 4])
-def test_construction_is_the_bayes_denoiser_with_unequal_norms(n_components):
+def test_construction_is_the_bayes_denoiser_with_unequal_norms(n_components, key_norm):
+    # K = 2 spans one direction of three: U, V and W act on that span alone
     rng = np.random.default_rng(10 + n_components)
     p = 3
     means = rng.normal(size=(n_components, p)) * 2.5  # unequal norms
@@ -191,7 +195,7 @@ def test_construction_is_the_bayes_denoiser_with_unequal_norms(n_components):
     A = rng.normal(size=(p, p))
     Gamma, xi2 = 0.5 * np.eye(p) + 0.3 * A @ A.T, 1.5
     S = Gamma + xi2 * np.eye(p)
-    heads = key_bias_construction(means, S, xi2)
+    heads = key_bias_construction(means, S, xi2, key_norm=key_norm)
     z = rng.normal(size=(50, p)) * 4
     head = population_key_bias_attention(
         z,
@@ -212,6 +216,47 @@ def test_construction_is_the_bayes_denoiser_with_unequal_norms(n_components):
         z, means, weights, np.stack([S] * n_components), U, V, 0 * U, np.zeros(p)
     )
     assert np.abs(paper - bayes).max() > 0.1
+
+
+def test_construction_raises_a_covariance_below_the_noise_to_it():
+    # An estimated S below xi^2 along a direction is a negative Gamma there:
+    # the construction is that of Gamma clipped to 0, the Bayes denoiser of
+    # a signal that is constant along it (it returns the means' value there).
+    means = np.array([[3.0, 0.5], [-1.0, 0.5]])
+    weights = np.array([0.4, 0.6])
+    xi2 = 1.0
+    heads = key_bias_construction(means, np.diag([3.0, 0.4]), xi2, key_norm=2.0)
+    clipped = np.diag([3.0, 1.0])
+    z = np.random.default_rng(3).normal(size=(20, 2)) * 3
+    head = population_key_bias_attention(
+        z, means, weights, np.stack([clipped] * 2), heads["U"], heads["V"], heads["W"], heads["b"]
+    )
+    constructed = z @ heads["skip"].T + heads["intercept"] + head
+    oracle = BayesDenoiser(means, weights, covariance=np.diag([2.0, 0.0]), noise_variance=xi2)
+    np.testing.assert_allclose(constructed, oracle.fit(z).transform(z), atol=1e-10)
+    np.testing.assert_allclose(constructed[:, 1], 0.5, atol=1e-10)
+
+
+def test_span_tolerance_drops_the_sampling_error_of_the_means():
+    # Four coplanar means in four dimensions, moved off their plane by 1e-3
+    # (an estimate's error): kept, those directions give an offset of size
+    # 1 / 1e-3; dropped by span_tol, the construction is that of the means
+    # projected on the plane, whose offset is of the means' scale.
+    rng = np.random.default_rng(4)
+    plane = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 7.0], [-6.0, -6.0]])
+    means = np.hstack([plane, np.zeros((4, 2))])
+    noisy = means + 1e-3 * rng.normal(size=means.shape)
+    S = 2.0 * np.eye(4)
+    with pytest.warns(UserWarning, match="least-squares"):
+        exact = key_bias_construction(means, S, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        kept = key_bias_construction(noisy, S, 1.0)
+        dropped = key_bias_construction(noisy, S, 1.0, span_tol=0.05)
+    assert np.abs(kept["b"]).max() > 100
+    for name in ("U", "V", "W", "skip"):
+        np.testing.assert_allclose(dropped[name], exact[name], atol=1e-2)
+    np.testing.assert_allclose(dropped["b"], exact["b"], atol=1e-2 * np.abs(exact["b"]).max())
 
 
 def test_construction_warns_where_no_offset_is_exact():
@@ -286,6 +331,85 @@ def test_divergence_with_key_terms_is_the_jacobian_trace(kind, n_features):
         torch.testing.assert_close(
             denoised, denoiser._forward(parameters, queries, prompt, exclude)
         )
+
+
+def _four_means_task(n, random_state):
+    """Norms 0, 5, 7 and 8.5 in the plane, (0, 0) inside the triangle of the
+    others: on no ellipse, so no key-bias head is the Bayes denoiser."""
+    means = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 7.0], [-6.0, -6.0]])
+    Z, X, _ = make_gaussian_mixture(n, means, noise_variance=1.0, random_state=random_state)
+    return Z, X, means
+
+
+def _key_bias_start(kind, Z, X, n_components, supervised=True):
+    return SoftmaxAttentionDenoiser(
+        1,
+        key_bias=kind,
+        init="bayes",
+        n_components=n_components,
+        max_iter=0,
+        noise_variance=None if supervised else 1.0,
+        random_state=0,
+    ).fit(Z, X if supervised else None)
+
+
+def test_key_norm_start_is_the_offset_start_where_that_is_exact():
+    # Three means in the plane are affinely independent: the offset's head
+    # (w = 0) is exact, and training from it went furthest.
+    Z, X, _ = _unequal_norms_task(1000, 0)
+    offset, norm = (_key_bias_start(kind, Z, X, 3) for kind in ("offset", "norm"))
+    np.testing.assert_array_equal(norm.W_, 0.0)
+    for name in ("U_", "V_", "b_", "skip_", "intercept_"):
+        np.testing.assert_allclose(getattr(norm, name), getattr(offset, name), rtol=1e-12)
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_key_norm_start_narrows_the_kernel_where_no_offset_is_exact(supervised):
+    # Four means, one inside the triangle of the others: the least-squares
+    # offset gives wrong gates, and the offset's start (w = 0) is 4.5-4.7
+    # times the Bayes risk on 2,000 tokens (10,000 test points; standard
+    # error about 0.05). The key norm's start, its width chosen by the
+    # training objective (SURE without y), measured 1.47-1.58.
+    Z, X, means = _four_means_task(2000, 0)
+    Z_test, X_test, _ = _four_means_task(10_000, 1)
+    bayes = BayesDenoiser(means, noise_variance=1.0).fit(Z_test).transform(Z_test)
+    bayes_risk = np.mean((bayes - X_test) ** 2)
+    ratios = {}
+    for kind in ("offset", "norm"):
+        denoiser = _key_bias_start(kind, Z, X, 4, supervised)
+        ratios[kind] = np.mean((denoiser.transform(Z_test) - X_test) ** 2) / bayes_risk
+    # U = (1 + w) S^-1 and W = w S^-1 on the span, which is the whole plane here
+    weight = np.trace(denoiser.W_[0]) / np.trace(denoiser.U_[0] - denoiser.W_[0])
+    assert weight >= 1.0
+    assert ratios["norm"] < 2.0 and ratios["offset"] > 3.0, ratios
+
+
+def test_key_bias_start_drops_the_means_sampling_error():
+    # Four coplanar means in p = 8 (norms 0 to 8.5): the estimated means leave
+    # their plane by about sqrt(p / n_k) = 0.1, and solving for b along those
+    # directions gave offsets in the hundreds and 10,000 times the Bayes risk
+    # (20,000 points). The start keeps the plane: |b| below 1 and 2.2 times
+    # Bayes at 3,000 points (no b is exact for these four means).
+    rng = np.random.default_rng(0)
+    rotation = np.linalg.qr(rng.normal(size=(8, 8)))[0]
+    plane = np.array([[0.0, 0.0], [5.0, 0.0], [0.0, 7.0], [-6.0, -6.0]])
+    means = np.hstack([plane, np.zeros((4, 6))]) @ rotation.T
+    Z, X, _ = make_gaussian_mixture(3000, means, noise_variance=1.0, random_state=0)
+    Z_test, X_test, _ = make_gaussian_mixture(5000, means, noise_variance=1.0, random_state=1)
+    denoiser = SoftmaxAttentionDenoiser(
+        1, key_bias="offset", init="bayes", n_components=4, max_iter=0, random_state=0
+    ).fit(Z, X)
+    bayes = BayesDenoiser(means, noise_variance=1.0).fit(Z_test).transform(Z_test)
+    ratio = np.mean((denoiser.transform(Z_test) - X_test) ** 2) / np.mean((bayes - X_test) ** 2)
+    assert np.abs(denoiser.b_).max() < 2.0 and ratio < 3.0, (np.abs(denoiser.b_).max(), ratio)
+
+
+def test_positions_in_finds_each_query_in_the_prompt():
+    from sk_softmix._softmax_denoiser import _positions_in
+
+    prompt = np.random.default_rng(0).normal(size=(50, 3))
+    queries = np.vstack([prompt[[7, 0, 49]], [[9.0, 9.0, 9.0]]])
+    np.testing.assert_array_equal(_positions_in(prompt, queries), [7, 0, 49, -1])
 
 
 @pytest.mark.slow

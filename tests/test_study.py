@@ -28,7 +28,7 @@ DENOISERS = [
     "SoftmaxAttentionDenoiser (2 residual heads)",
     "SoftmaxAttentionDenoiser (2 plain heads)",
     "SoftmaxAttentionDenoiser (1 residual head)",
-    "SoftmaxAttentionDenoiser (2 residual heads, key offset)",
+    "SoftmaxAttentionDenoiser (2 residual heads, key norm)",
     "SoftmaxAttentionDenoiser (1 plain head)",
     "LinearAttentionDenoiser",
     "GaussianMixtureDenoiser",

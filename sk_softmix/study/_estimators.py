@@ -70,9 +70,10 @@ def denoisers(task: Task, *, quick: bool, device: str, random_state: int) -> dic
             2, residual=False, **attention
         ),
         "SoftmaxAttentionDenoiser (1 residual head)": SoftmaxAttentionDenoiser(1, **attention),
-        # this package's extension: a key offset gives the gate its norm term
-        "SoftmaxAttentionDenoiser (2 residual heads, key offset)": SoftmaxAttentionDenoiser(
-            2, key_bias="offset", **attention
+        # this package's extension: a key offset gives the gate its norm term,
+        # and a key norm narrows each head to a Gaussian kernel
+        "SoftmaxAttentionDenoiser (2 residual heads, key norm)": SoftmaxAttentionDenoiser(
+            2, key_bias="norm", **attention
         ),
         "SoftmaxAttentionDenoiser (1 plain head)": SoftmaxAttentionDenoiser(
             1, residual=False, **attention
