@@ -548,10 +548,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
                 construction = key_bias_construction(
                     means, noisy_covariance, xi2, key_norm=weight, span_tol=span_tol
                 )
-            head = {name: np.zeros((self.n_heads, *construction[name].shape)) for name in "UVWb"}
-            for name in "UVWb":
+            head = {"skip": construction["skip"], "intercept": construction["intercept"]}
+            for name in "UVWb":  # head 0; the other heads output zero
+                head[name] = np.zeros((self.n_heads, *construction[name].shape))
                 head[name][0] = construction[name]
-            head["skip"], head["intercept"] = construction["skip"], construction["intercept"]
             return head, not caught
 
         head, exact = head_at(0.0)
@@ -566,30 +566,30 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         # the triangle of the others: 1.25 times Bayes trained from w = 0,
         # 1.10 from w = 8).
         heads = [head_at(weight)[0] for weight in _KEY_NORM_WEIGHTS]
-        chosen = random_state.choice(len(queries), min(len(queries), 1000), replace=False)
-        losses = [
-            self._start_loss(head, prompt, queries[chosen], targets, chosen, xi2) for head in heads
-        ]
+        rows = random_state.choice(len(queries), min(len(queries), 1000), replace=False)
+        # each query left out of the prompt where it is in it, found once
+        exclude = torch.as_tensor(_positions_in(prompt, queries[rows]))
+        queries = torch.as_tensor(queries[rows], dtype=torch.float64)
+        targets = None if targets is None else torch.as_tensor(targets[rows])
+        prompt = torch.as_tensor(prompt, dtype=torch.float64)
+        losses = [self._start_loss(head, prompt, queries, targets, exclude, xi2) for head in heads]
         return heads[int(np.argmin(losses))]
 
-    def _start_loss(self, head, prompt, queries, targets, rows, xi2):
-        """The training objective of ``head`` on ``queries`` (rows ``rows`` of
-        the training set), each left out of the prompt where it is in it."""
+    def _start_loss(self, head, prompt, queries, targets, exclude, xi2):
+        """The training objective of ``head`` on ``queries`` (float64 tensors):
+        the squared error against ``targets``, or SURE without them."""
         parameters = {
             name: torch.as_tensor(head[name], dtype=torch.float64)
             for name in self._parameter_names()
         }
-        prompt_tensor = torch.as_tensor(prompt, dtype=torch.float64)
-        query_tensor = torch.as_tensor(queries, dtype=torch.float64)
-        exclude = torch.as_tensor(_positions_in(prompt, queries))
         with torch.no_grad():
             if targets is not None:
-                denoised = self._forward(parameters, query_tensor, prompt_tensor, exclude)
-                return float(torch.mean((denoised - torch.as_tensor(targets[rows])) ** 2))
+                denoised = self._forward(parameters, queries, prompt, exclude)
+                return float(torch.mean((denoised - targets) ** 2))
             denoised, divergence = self._forward_and_divergence(
-                parameters, query_tensor, prompt_tensor, exclude
+                parameters, queries, prompt, exclude
             )
-            return float(stein_risk(denoised, query_tensor, divergence, xi2).mean())
+            return float(stein_risk(denoised, queries, divergence, xi2).mean())
 
     def _fit_tied_mixture(self, prompt, random_state):
         if prompt.shape[0] < self.n_components:

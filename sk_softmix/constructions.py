@@ -153,7 +153,8 @@ def key_bias_construction(
     noise_variance : float
         ``xi^2``.
     key_norm : float, default=0.0
-        ``w >= 0``, the key norm's weight relative to ``S^{-1}`` on the span.
+        ``w >= 0``, the key norm's weight relative to ``S^{-1}`` on the span
+        (a negative one raises ``ValueError``).
     span_tol : float, default=None
         Singular values of the centred whitened means at or below it are
         dropped from the span (the means are first projected on what is
@@ -213,6 +214,8 @@ def key_bias_construction(
     True
     True
     """
+    if not key_norm >= 0:
+        raise ValueError(f"key_norm must be >= 0 (a kernel's weight); got {key_norm}.")
     means = np.atleast_2d(np.asarray(means, dtype=float))
     n_components, p = means.shape
     eigenvalues, eigenvectors = np.linalg.eigh((noisy_covariance + noisy_covariance.T) / 2)

@@ -259,6 +259,11 @@ def test_span_tolerance_drops_the_sampling_error_of_the_means():
     np.testing.assert_allclose(dropped["b"], exact["b"], atol=1e-2 * np.abs(exact["b"]).max())
 
 
+def test_construction_refuses_a_negative_key_norm():
+    with pytest.raises(ValueError, match="key_norm must be >= 0"):
+        key_bias_construction(np.eye(2), 2.0 * np.eye(2), 1.0, key_norm=-1.0)
+
+
 def test_construction_warns_where_no_offset_is_exact():
     # Four means in the plane, not on one circle: no b gives every Bayes gate.
     means = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 2.0], [2.0, 2.5]])
