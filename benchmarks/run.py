@@ -131,8 +131,8 @@ def targets(results, quick, device):
             for r in image_rows
             if r["image"] == "camera" and r["sigma"] == sigma
         }
-        if images.KEY_NORM in psnr:
-            ours, nlm = psnr[images.KEY_NORM], psnr[images.NLM]
+        if images.NONLOCAL in psnr:
+            ours, nlm = psnr[images.NONLOCAL], psnr[images.NLM]
             mixture = psnr["GaussianMixtureDenoiser (8 components)"]
             found[f"camera, sigma {sigma}: key norm >= non-local means and > GMM (PSNR)"] = {
                 "met": ours >= nlm and ours > mixture,
@@ -145,13 +145,17 @@ def targets(results, quick, device):
             "met": ratio <= 2.0,
             "measured": f"{ratio:.2f}x ({steps['seconds_per_step']['SURE'] * 1e3:.0f} ms a step)",
         }
-    camera = [r for r in image_rows if r["image"] == "camera" and r["method"] == images.KEY_NORM]
-    if camera:
-        slowest = max(r["seconds"] for r in camera)
-        found["512 x 512 image denoised in < 60 s, SURE training included"] = {
-            "met": slowest < 60.0,
-            "measured": f"{slowest:.1f} s (camera, key norm, 2,000 training patches, stride 1)",
-        }
+    for method, how in (
+        (images.NONLOCAL, "search windows of 13 x 13 offsets, 100 SURE steps on 96 x 96 crops"),
+        (images.KEY_NORM, "global prompt of 2,000 training patches, stride 1"),
+    ):
+        camera = [r for r in image_rows if r["image"] == "camera" and r["method"] == method]
+        if camera:
+            slowest = max(r["seconds"] for r in camera)
+            found[f"512 x 512 image denoised in < 60 s, SURE training included ({method})"] = {
+                "met": slowest < 60.0,
+                "measured": f"{slowest:.1f} s (camera; {how})",
+            }
     mixture_rows = results.get("mixtures", {}).get("rows", [])
     if mixture_rows:
         ratios = {

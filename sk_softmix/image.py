@@ -20,6 +20,16 @@ from sklearn.feature_extraction.image import extract_patches_2d, reconstruct_fro
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 
+from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal
+
+__all__ = [
+    "NonLocalHead",
+    "denoise_image",
+    "denoise_image_nonlocal",
+    "image_to_patches",
+    "patches_to_image",
+]
+
 
 def _mean_free_basis(n_pixels: int) -> np.ndarray:
     """Orthonormal basis, (n_pixels, n_pixels - 1), of the patches of mean zero."""
