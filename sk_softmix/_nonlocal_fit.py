@@ -26,6 +26,13 @@ from ._nonlocal_head import (
 # Crops on which the start and the trained head are compared, each with its
 # own probe, the same for both (paired, so their difference has little noise).
 _EVALUATION_CROPS = 8
+# Training runs in float64 where the image spans more than this many noise
+# standard deviations: SURE's divergence is a difference of two outputs
+# nudged by 1e-3 noise units, which float32 resolves only to about 6e-8
+# times the outputs' size (on camera with noise 1e-5 of its range, float32
+# read the error at 0.32 times the noise variance where it was 1.0).
+_FLOAT32_MAX_RANGE = 1e3
+
 # Output values held at once when applying the head: about 2**23 per tensor
 # of the (2 d + 1)^2 offsets, some 32 MiB in float32, whatever the image size.
 _VALUES_PER_TILE = 2**23
@@ -201,7 +208,11 @@ def denoise_image_nonlocal(
 
     Notes
     -----
-    Borders are reflected. Each pass costs ``O((2 d + 1)^2)`` per pixel
+    The image is handled in units of its noise (mean subtracted, divided by
+    ``sigma``); training runs in float64 where it spans more than 1,000 of
+    them, so that the divergence's finite difference stays exact, and in
+    float32 elsewhere. Borders are reflected. Each pass costs
+    ``O((2 d + 1)^2)`` per pixel
     (sliding sums; see the user guide, "Trainable non-local means"); a
     training step makes two on a crop of ``crop_size^2`` pixels, one of them
     on the noisy crop nudged along a random probe for SURE's divergence
@@ -240,16 +251,18 @@ def denoise_image_nonlocal(
     scale = math.sqrt(noise_variance)
     centre = float(image.mean())
 
+    wide = np.abs(image - centre).max() / scale > _FLOAT32_MAX_RANGE
+    dtype = torch.float64 if wide else torch.float32
+
     def normalised(array):
-        tensor = torch.as_tensor((array - centre) / scale, dtype=torch.float32)
-        return tensor.to(torch_device)
+        return torch.as_tensor((array - centre) / scale, dtype=dtype).to(torch_device)
 
     m = margin(patch_size, search_distance)
     noisy = normalised(image)
     padded = _padded(noisy, m)
     target = None if clean is None else normalised(clean)
     crop = min(crop_size, *image.shape)
-    start = start_parameters(patch_size, search_distance, torch_device, torch.float32)
+    start = start_parameters(patch_size, search_distance, torch_device, dtype)
 
     def loss(parameters, top, left, probe_source):
         region = padded[top : top + crop + 2 * m, left : left + crop + 2 * m]
@@ -262,7 +275,7 @@ def denoise_image_nonlocal(
     def draw():  # a random crop and a probe over the whole image
         top = int(rng.randint(image.shape[0] - crop + 1))
         left = int(rng.randint(image.shape[1] - crop + 1))
-        probe = torch.as_tensor(rng.standard_normal(image.shape), dtype=torch.float32)
+        probe = torch.as_tensor(rng.standard_normal(image.shape), dtype=dtype)
         return top, left, probe.to(torch_device)
 
     trained = {name: value.clone().requires_grad_(True) for name, value in start.items()}
@@ -308,9 +321,7 @@ def denoise_image_nonlocal(
         start_sure=scores["start"],
         n_iter=int(max_iter),
     )
-    with torch.no_grad():
-        denoised = _apply_in_tiles(padded, parameters, patch_size, search_distance)
-    return denoised.cpu().numpy().astype(np.float64) * scale + centre, head
+    return head.apply(image, device=device), head
 
 
 def _apply_in_tiles(padded, parameters, patch_size, search_distance):

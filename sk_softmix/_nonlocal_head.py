@@ -33,6 +33,13 @@ every scale.
 import torch
 import torch.nn.functional as F
 
+# Squared pixel differences are clipped where a patch distance that large
+# scores this far below its own patch (g/2 D >= 50: a relative weight below
+# e^-50 for offset priors within a few units of each other). It keeps the
+# cumulative sums, and so their float32 rounding, bounded on images whose
+# contrast is many times the noise.
+_NEGLIGIBLE_SCORE = 50.0
+
 # What the head learns, in this order (all float tensors on the image's device):
 # the log of the metric weight g (scalar), the offset prior b ((2 d + 1)^2,
 # offsets in raster order from (-d, -d)), the value scale v, the skip lambda
@@ -115,8 +122,10 @@ def nonlocal_head(
     shifted = F.unfold(padded[None, None], side).view(side * side, rows, cols)
     own = shifted[side * side // 2]  # delta = 0
     # ||z_x - z_{x + delta}||^2 for the patches that cover the output: (side^2, h + 2r, w + 2r)
-    distances = sliding_sums((shifted - own) ** 2, patch_size)
-    scores = -0.5 * parameters["log_bandwidth"].exp() * distances
+    bandwidth = parameters["log_bandwidth"].exp()
+    largest = 2 * _NEGLIGIBLE_SCORE / bandwidth.detach()
+    distances = sliding_sums(((shifted - own) ** 2).clamp(max=largest), patch_size)
+    scores = -0.5 * bandwidth * distances
     weights = torch.softmax(scores + parameters["offset_bias"].view(-1, 1, 1), dim=0)
     per_pixel = sliding_sums(weights, patch_size) / patch_size**2  # abar: (side^2, h, w)
     values = shifted[:, 2 * r : 2 * r + h, 2 * r : 2 * r + w]  # y(u + delta)

@@ -237,6 +237,19 @@ def test_apply_reproduces_the_result_and_follows_scale_and_shift():
     assert head.offset_bias.shape == (13, 13)
 
 
+def test_sure_stays_right_when_the_noise_is_tiny():
+    # Blocks 0 to 1 with noise 1e-5: the image spans 1e5 noise units, where
+    # float32 resolves SURE's nudged outputs to about 6e-3 of a unit, worse
+    # than the 1e-3 nudge (it read 0.32 where the error was 1.0 on camera).
+    rng = np.random.default_rng(14)
+    clean = np.kron(rng.integers(0, 5, size=(6, 6)) / 4, np.ones((8, 8)))
+    noisy = clean + 1e-5 * rng.standard_normal(clean.shape)
+    denoised, head = denoise_image_nonlocal(noisy, 1e-10, max_iter=10, random_state=0)
+    error = np.mean((denoised - clean) ** 2) / 1e-10
+    assert error < 0.5  # the flat blocks are averaged
+    assert head.sure == pytest.approx(error, abs=0.1)
+
+
 def test_constant_image_stays_constant():
     image = np.full((30, 30), 0.3)
     denoised, head = denoise_image_nonlocal(image, 0.01, max_iter=5, random_state=0)
@@ -244,11 +257,14 @@ def test_constant_image_stays_constant():
     np.testing.assert_allclose(denoised, 0.3, atol=1e-3)
 
 
-def test_float32_head_agrees_with_float64():
-    _, noisy = _blocks(10, size=128)
+@pytest.mark.parametrize("sigma", [0.1, 0.002])
+def test_float32_head_agrees_with_float64(sigma):
+    # at noise 0.002 the blocks' edges are 500 noise units high: squared
+    # differences of 2.5e5 a pixel, whose clipping keeps float32 sums exact enough
+    _, noisy = _blocks(10, size=128, sigma=sigma)
     k, d = 5, 6
     m = margin(k, d)
-    image = (noisy - noisy.mean()) / 0.1
+    image = (noisy - noisy.mean()) / sigma
     outputs = [
         nonlocal_head(
             torch.as_tensor(np.pad(image, m, mode="reflect"), dtype=dtype),
@@ -258,7 +274,8 @@ def test_float32_head_agrees_with_float64():
         ).numpy()
         for dtype in (torch.float32, torch.float64)
     ]
-    np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-4)
+    # float32 rounding over 169 offsets: about 1e-5 of the outputs' size
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-4)
 
 
 def test_verbose_reports_progress(capsys):
