@@ -7,6 +7,7 @@ on a fixed set of evaluation crops.
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -32,6 +33,11 @@ _EVALUATION_CROPS = 8
 # times the outputs' size (on camera with noise 1e-5 of its range, float32
 # read the error at 0.32 times the noise variance where it was 1.0).
 _FLOAT32_MAX_RANGE = 1e3
+
+# A declared noise standard deviation this many times what the image shows
+# (``_noise_shown``, which texture only raises) cannot be the image's noise;
+# the estimate's sampling error is 16% on 16 x 16 pixels.
+_NOISE_EXCESS = 2.0
 
 # Output values held at once when applying the head: about 2**23 per tensor
 # of the (2 d + 1)^2 offsets, some 32 MiB in float32, whatever the image size.
@@ -208,8 +214,11 @@ def denoise_image_nonlocal(
 
     Notes
     -----
-    The image is handled in units of its noise (mean subtracted, divided by
-    ``sigma``); training runs in float64 where it spans more than 1,000 of
+    A ``noise_variance`` whose standard deviation is more than twice what
+    the image shows (the median absolute diagonal Haar detail over 0.6745,
+    which texture only raises) is warned about: it cannot be the image's
+    noise, and the result is smoothed beyond it. The image is handled in
+    units of its noise (mean subtracted, divided by ``sigma``); training runs in float64 where it spans more than 1,000 of
     them, so that the divergence's finite difference stays exact, and in
     float32 elsewhere. Borders are reflected. Each pass costs
     ``O((2 d + 1)^2)`` per pixel
@@ -249,6 +258,16 @@ def denoise_image_nonlocal(
     torch_device = resolve_device(device)
     rng = check_random_state(random_state)
     scale = math.sqrt(noise_variance)
+    shown = _noise_shown(image)
+    if scale > _NOISE_EXCESS * shown:
+        warnings.warn(
+            f"denoise_image_nonlocal: noise_variance={noise_variance:.4g} is the noise "
+            f"of standard deviation {scale:.4g}, but the image shows at most about "
+            f"{shown:.4g} (its 2 x 2 pixel details); the result will be smoothed "
+            "beyond its noise. Check noise_variance.",
+            UserWarning,
+            stacklevel=2,
+        )
     centre = float(image.mean())
 
     wide = np.abs(image - centre).max() / scale > _FLOAT32_MAX_RANGE
@@ -322,6 +341,18 @@ def denoise_image_nonlocal(
         n_iter=int(max_iter),
     )
     return head.apply(image, device=device), head
+
+
+def _noise_shown(image) -> float:
+    """A robust estimate of the standard deviation of the image's white
+    noise: the median absolute diagonal Haar detail over 0.6745 (Donoho &
+    Johnstone, 1994). Each detail of 2 x 2 pixels has the noise's standard
+    deviation plus whatever texture adds, so the estimate is at least the
+    noise's, up to its sampling error, wherever the noise is white."""
+    rows, cols = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
+    x = image[:rows, :cols]
+    detail = (x[0::2, 0::2] - x[0::2, 1::2] - x[1::2, 0::2] + x[1::2, 1::2]) / 2
+    return float(np.median(np.abs(detail)) / 0.6745)
 
 
 def _apply_in_tiles(padded, parameters, patch_size, search_distance):

@@ -3,6 +3,8 @@ over each patch's search window, its sliding-sum form is exact, its
 Monte-Carlo SURE is unbiased, and training on the noisy image alone improves
 on plain non-local means."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -250,9 +252,22 @@ def test_sure_stays_right_when_the_noise_is_tiny():
     assert head.sure == pytest.approx(error, abs=0.1)
 
 
+def test_warns_when_the_noise_variance_exceeds_what_the_image_shows():
+    clean, noisy = _blocks(15, size=48)
+    with pytest.warns(UserWarning, match="the image shows at most"):
+        denoise_image_nonlocal(clean, 0.01, max_iter=0)  # no noise at all
+    with pytest.warns(UserWarning, match="the image shows at most"):
+        denoise_image_nonlocal(noisy, 0.09, max_iter=0)  # 3x the noise's sigma
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        denoise_image_nonlocal(noisy, 0.01, max_iter=0)
+        denoise_image_nonlocal(noisy, 0.0001, max_iter=0)  # less noise than shown: no check
+
+
 def test_constant_image_stays_constant():
     image = np.full((30, 30), 0.3)
-    denoised, head = denoise_image_nonlocal(image, 0.01, max_iter=5, random_state=0)
+    with pytest.warns(UserWarning, match="the image shows at most"):
+        denoised, head = denoise_image_nonlocal(image, 0.01, max_iter=5, random_state=0)
     assert np.all(np.isfinite(denoised))
     np.testing.assert_allclose(denoised, 0.3, atol=1e-3)
 
