@@ -217,16 +217,19 @@ def denoise_image_nonlocal(
     A ``noise_variance`` whose standard deviation is more than twice what
     the image shows (the median absolute diagonal Haar detail over 0.6745,
     which texture only raises) is warned about: it cannot be the image's
-    noise, and the result is smoothed beyond it. The image is handled in
-    units of its noise (mean subtracted, divided by ``sigma``); training runs in float64 where it spans more than 1,000 of
-    them, so that the divergence's finite difference stays exact, and in
-    float32 elsewhere. Borders are reflected. Each pass costs
-    ``O((2 d + 1)^2)`` per pixel
-    (sliding sums; see the user guide, "Trainable non-local means"); a
-    training step makes two on a crop of ``crop_size^2`` pixels, one of them
-    on the noisy crop nudged along a random probe for SURE's divergence
-    (Ramani, Blu & Unser, 2008). Memory: about 2**23 values per tensor of
-    offsets at a time.
+    noise, and the result is smoothed beyond it.
+
+    The image is handled in units of its noise (mean subtracted, divided by
+    ``sigma``). Training runs in float64 where the image spans more than
+    1,000 of them, so that the divergence's finite difference stays exact,
+    and in float32 elsewhere. Borders are reflected. Each pass costs
+    ``O((2 d + 1)^2)`` per pixel (sliding sums; see the user guide,
+    "Trainable non-local means"); a training step makes two on a crop of
+    ``crop_size^2`` pixels, one of them on the noisy crop nudged along a
+    random probe for SURE's divergence (Ramani, Blu & Unser, 2008). Memory:
+    about 2**23 values per tensor of offsets when applying the head, and
+    some ``(2 d + 1)^2 (crop_size + 4 r)^2`` per tensor of a training step
+    (``r = patch_size // 2``).
 
     References
     ----------
