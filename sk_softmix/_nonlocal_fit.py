@@ -44,7 +44,7 @@ _NOISE_EXCESS = 2.0
 _VALUES_PER_TILE = 2**23
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: compared by identity, as arrays have no truth value
 class NonLocalHead:
     """A fitted non-local key-norm head: trainable non-local means.
 

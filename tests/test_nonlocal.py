@@ -3,6 +3,7 @@ over each patch's search window, its sliding-sum form is exact, its
 Monte-Carlo SURE is unbiased, and training on the noisy image alone improves
 on plain non-local means."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -233,6 +234,8 @@ def test_apply_reproduces_the_result_and_follows_scale_and_shift():
     clean, noisy = _blocks(9, size=48)
     denoised, head = denoise_image_nonlocal(noisy, 0.01, max_iter=10, random_state=1)
     np.testing.assert_allclose(head.apply(noisy), denoised, atol=1e-6)
+    # NumPy fields only: it pickles and loads anywhere
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(head)).apply(noisy), denoised, atol=1e-6)
     # a tiny scale and a large offset: the same image in other units
     scaled, _ = denoise_image_nonlocal(1e-6 * noisy + 1e3, 1e-14, max_iter=10, random_state=1)
     np.testing.assert_allclose((scaled - 1e3) / 1e-6, denoised, atol=1e-4)
