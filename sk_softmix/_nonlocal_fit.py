@@ -63,7 +63,8 @@ class NonLocalHead:
         The pixels' noise variance ``sigma^2`` it was fitted for.
     bandwidth : float
         ``g`` in the weights ``exp(-g/2 ||z - z_i||^2 + b_delta)``, patches in
-        units of ``sigma`` (non-local means' ``h^2 / sigma^2 = 2 / g``).
+        units of ``sigma``; non-local means' ``h^2 / sigma^2`` is ``2 / (g k^2)``
+        with its distance the mean squared pixel difference.
     offset_bias : ndarray of shape (2 d + 1, 2 d + 1)
         ``b_delta``, the learned prior over the search window's offsets.
     value_scale, skip, intercept : float

@@ -5,8 +5,9 @@ A key-norm head scores a token ``z_i`` against a query ``z`` by
 package's extension of the paper's heads). With ``U = W = g I`` the score is
 ``-g/2 ||z - z_i||^2 + g/2 ||z||^2 + b_i``, and ``g/2 ||z||^2`` is the same for
 every token, so the weights are ``softmax_i(-g/2 ||z - z_i||^2 + b_i)``: those
-of non-local means (Buades, Coll & Morel, 2005) with bandwidth
-``h^2 = 2 / g``, plus a prior ``b_i`` over the tokens.
+of non-local means (Buades, Coll & Morel, 2005), whose bandwidth ``h``
+compares ``k x k`` patches by their mean squared pixel difference, with
+``h^2 = 2 / (g k^2)``, plus a prior ``b_i`` over the tokens.
 
 On an image the query is the ``k x k`` patch centred on a pixel ``x`` and its
 prompt the patches centred on ``x + delta`` for every offset of the search
