@@ -23,6 +23,7 @@ from ._nonlocal_head import (
     nonlocal_sure,
     start_parameters,
 )
+from ._validation import checked_grayscale
 
 # Crops on which the start and the trained head are compared, each with its
 # own probe, the same for both (paired, so their difference has little noise).
@@ -281,16 +282,19 @@ def denoise_image_nonlocal(
         return torch.as_tensor((array - centre) / scale, dtype=dtype).to(torch_device)
 
     m = margin(patch_size, search_distance)
-    noisy = normalised(image)
-    padded = _padded(noisy, m)
+    rows = _reflected(image.shape[0], m, torch_device)
+    cols = _reflected(image.shape[1], m, torch_device)
+    padded = normalised(image)[rows][:, cols]
     target = None if clean is None else normalised(clean)
     crop = min(crop_size, *image.shape)
     start = start_parameters(patch_size, search_distance, torch_device, dtype)
 
     def loss(parameters, top, left, probe_source):
-        region = padded[top : top + crop + 2 * m, left : left + crop + 2 * m]
+        region_rows, region_cols = slice(top, top + crop + 2 * m), slice(left, left + crop + 2 * m)
+        region = padded[region_rows, region_cols]
         if target is None:
-            probe = _padded(probe_source, m)[top : top + crop + 2 * m, left : left + crop + 2 * m]
+            # the probe laid out as the region, reflected pixels included
+            probe = probe_source[rows[region_rows]][:, cols[region_cols]]
             return nonlocal_sure(region, probe, parameters, patch_size, search_distance)
         denoised = nonlocal_head(region, parameters, patch_size, search_distance)
         return ((denoised - target[top : top + crop, left : left + crop]) ** 2).mean()
@@ -322,12 +326,13 @@ def denoise_image_nonlocal(
     trained = {name: value.detach() for name, value in trained.items()}
 
     crops = [draw() for _ in range(_EVALUATION_CROPS)]
+    candidates = {"start": start, "trained": trained} if max_iter > 0 else {"start": start}
     with torch.no_grad():
         scores = {
             name: float(np.mean([float(loss(parameters, *where)) for where in crops]))
-            for name, parameters in (("start", start), ("trained", trained))
+            for name, parameters in candidates.items()
         }
-    kept = "trained" if max_iter > 0 and scores["trained"] < scores["start"] else "start"
+    kept = min(scores, key=scores.get)  # the start on a tie
     parameters = trained if kept == "trained" else start
     side = 2 * search_distance + 1
     head = NonLocalHead(
@@ -377,22 +382,21 @@ def _apply_in_tiles(padded, parameters, patch_size, search_distance):
     return denoised
 
 
+def _reflected(length: int, width: int, device) -> torch.Tensor:
+    """Indices of ``length`` pixels with ``width`` more reflected each side
+    (the border pixel not repeated, as in ``numpy.pad(mode="reflect")``, for
+    any width)."""
+    return torch.as_tensor(np.pad(np.arange(length), width, mode="reflect"), device=device)
+
+
 def _padded(image: torch.Tensor, width: int) -> torch.Tensor:
-    """``image`` with ``width`` reflected pixels each side (the border pixel
-    not repeated, as in ``numpy.pad(mode="reflect")``, for any width)."""
-    rows = torch.as_tensor(np.pad(np.arange(image.shape[0]), width, mode="reflect"))
-    cols = torch.as_tensor(np.pad(np.arange(image.shape[1]), width, mode="reflect"))
-    return image[rows.to(image.device)][:, cols.to(image.device)]
+    """``image`` with ``width`` reflected pixels each side."""
+    rows = _reflected(image.shape[0], width, image.device)
+    return image[rows][:, _reflected(image.shape[1], width, image.device)]
 
 
 def _check_image(image, name="image"):
-    image = np.asarray(image, dtype=np.float64)
-    if image.ndim != 2:
-        raise ValueError(
-            f"Expected a grayscale {name} of shape (height, width); got {image.shape}."
-        )
+    image = checked_grayscale(image, name)
     if min(image.shape) < 2:
         raise ValueError(f"The {name} must be at least 2 x 2 pixels; got {image.shape}.")
-    if not np.all(np.isfinite(image)):
-        raise ValueError(f"The {name} holds NaN or infinite pixels.")
     return image

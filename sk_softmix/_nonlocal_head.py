@@ -41,12 +41,6 @@ import torch.nn.functional as F
 # contrast is many times the noise.
 _NEGLIGIBLE_SCORE = 50.0
 
-# What the head learns, in this order (all float tensors on the image's device):
-# the log of the metric weight g (scalar), the offset prior b ((2 d + 1)^2,
-# offsets in raster order from (-d, -d)), the value scale v, the skip lambda
-# and the intercept c.
-PARAMETER_NAMES = ("log_bandwidth", "offset_bias", "value_scale", "skip", "intercept")
-
 
 def margin(patch_size: int, search_distance: int) -> int:
     """Pixels of input each side of an output region: a patch's half-width to
@@ -57,6 +51,11 @@ def margin(patch_size: int, search_distance: int) -> int:
 
 def start_parameters(patch_size: int, search_distance: int, device, dtype) -> dict:
     """Plain non-local means at ``h`` equal to the noise's standard deviation.
+
+    The head's parameters, tensors on ``device``: ``log_bandwidth``, the log
+    of the metric weight ``g``; ``offset_bias``, the prior ``b`` over the
+    ``(2 d + 1)^2`` offsets in raster order from ``(-d, -d)``;
+    ``value_scale`` ``v``; ``skip`` ``lambda``; ``intercept`` ``c``.
 
     Non-local means weighs ``exp(-||z - z_i||^2 / (k^2 h^2))`` (the mean
     squared pixel difference over ``h^2``); in units of the noise ``h = 1``,
@@ -104,7 +103,7 @@ def nonlocal_head(
         The (normalised) image region with ``m = margin(patch_size,
         search_distance)`` pixels of context each side.
     parameters : dict of Tensor
-        ``PARAMETER_NAMES``, as :func:`start_parameters` makes them.
+        As :func:`start_parameters` makes them.
     patch_size : int
         Odd side ``k`` of the patches.
     search_distance : int

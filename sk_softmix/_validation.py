@@ -14,6 +14,18 @@ from sklearn.utils._param_validation import Interval
 FLOAT_DTYPES = [np.float64, np.float32]
 
 
+def checked_grayscale(image, name: str = "image") -> np.ndarray:
+    """``image`` as a finite float64 array of shape (height, width), or a ValueError."""
+    image = np.asarray(image, dtype=np.float64)
+    if image.ndim != 2:
+        raise ValueError(
+            f"Expected a grayscale {name} of shape (height, width); got {image.shape}."
+        )
+    if not np.all(np.isfinite(image)):
+        raise ValueError(f"The {name} holds NaN or infinite pixels.")
+    return image
+
+
 def torch_dtype_of(X: np.ndarray):
     """The torch dtype the estimators compute ``X`` in: float32 stays float32."""
     return torch.float64 if X.dtype == np.float64 else torch.float32

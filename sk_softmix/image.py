@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 
 from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal
+from ._validation import checked_grayscale
 
 __all__ = [
     "NonLocalHead",
@@ -264,11 +265,7 @@ def _disjoint_patches(shape, patch_size, count, random_state):
 
 
 def _check_image(image, patch_size):
-    image = np.asarray(image, dtype=np.float64)
-    if image.ndim != 2:
-        raise ValueError(f"Expected a grayscale image of shape (height, width); got {image.shape}.")
-    if not np.all(np.isfinite(image)):
-        raise ValueError("The image holds NaN or infinite pixels.")
+    image = checked_grayscale(image)
     if min(image.shape) < patch_size:
         raise ValueError(f"The image {image.shape} is smaller than a patch ({patch_size}).")
     return image
