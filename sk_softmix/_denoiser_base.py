@@ -120,11 +120,16 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
         """The starts ``init="auto"`` trains from, in order."""
         raise NotImplementedError
 
-    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names) -> dict:
+    def _starts(
+        self, train_X, train_y, prompt, noise_variance, random_state, names, left_out
+    ) -> dict:
         """Start name -> parameters, NumPy float64 in the data's units.
 
         ``"linear"``, when present, is the linear start: the untrained
-        fallback the other starts must beat on validation.
+        fallback the other starts must beat on validation. ``left_out``
+        gives each training row's row in the prompt, ``-1`` where it is not
+        in it (``prompt_positions``), for starts that score themselves on
+        the training rows.
         """
         raise NotImplementedError
 
@@ -474,6 +479,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 noise_variance,
                 np.random.RandomState(start_seed),
                 names,
+                prompt_positions(prompt_rows, X.shape[0])[rows],
             )
 
         names = self._start_names()
@@ -551,6 +557,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
             noise_variance,
             random_state,
             (start,),
+            prompt_positions(prompt_indices, X.shape[0]),
         )[start]
         self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
         self.init_ = start
@@ -602,6 +609,7 @@ class AttentionDenoiserBase(DenoiserMixin, BaseEstimator):
                 noise_variance,
                 random_state,
                 (init,),
+                prompt_positions(prompt_indices, X.shape[0]),
             )[init]
             history, optimizer_state, steps_done = np.empty(0), [], 0
         else:

@@ -281,7 +281,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
     def _auto_starts(self):
         return ("linear", "bayes")  # one map without clean targets: see _starts
 
-    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names):
+    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names, left_out):
         starts = {}
         for name in names:
             if name == "random":

@@ -450,7 +450,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         # one plain head cannot carry a constant and a linear map at once
         return self.residual or self.n_heads >= 2
 
-    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names):
+    def _starts(self, train_X, train_y, prompt, noise_variance, random_state, names, left_out):
         n_features = prompt.shape[1]
         # the paper's scores where a start has no key terms: zero b, W and intercept
         no_key_terms = {
@@ -461,7 +461,9 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         starts = {}
         for name in names:
             if name == "bayes":
-                start = self._bayes_heads(prompt, noise_variance, random_state, train_X, train_y)
+                start = self._bayes_heads(
+                    prompt, noise_variance, random_state, train_X, train_y, left_out
+                )
             elif name == "linear":
                 A, c = best_affine_map(train_X, train_y, noise_variance)
                 heads = affine_heads(
@@ -485,7 +487,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         V = random_state.normal(scale=0.5 / np.sqrt(n_features), size=size)
         return {"U": U, "V": V, "skip": np.eye(n_features)}
 
-    def _bayes_heads(self, prompt, noise_variance, random_state, train_X, train_y):
+    def _bayes_heads(self, prompt, noise_variance, random_state, train_X, train_y, left_out):
         """The constructions from a tied Gaussian mixture fitted on the prompt:
         the paper's, or with ``key_bias`` and ``residual=True`` the key-bias
         one (head 0; the other heads output zero)."""
@@ -509,6 +511,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
                 prompt / scale,
                 train_X / scale,
                 None if train_y is None else train_y / scale,
+                left_out,
                 random_state,
             )
             U, V = head.pop("U"), head.pop("V")
@@ -522,7 +525,9 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         head.update(U=U, V=V)
         return {name: value / scale ** self._SCALE_POWER[name] for name, value in head.items()}
 
-    def _key_bias_head(self, means, noisy_covariance, xi2, prompt, queries, targets, random_state):
+    def _key_bias_head(
+        self, means, noisy_covariance, xi2, prompt, queries, targets, left_out, random_state
+    ):
         """:func:`key_bias_construction` as head 0, in the prompt's units.
 
         The estimated means are projected on the span their sampling error
@@ -567,8 +572,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         # 1.10 from w = 8).
         heads = [head_at(weight)[0] for weight in _KEY_NORM_WEIGHTS]
         rows = random_state.choice(len(queries), min(len(queries), 1000), replace=False)
-        # each query left out of the prompt where it is in it, found once
-        exclude = torch.as_tensor(_positions_in(prompt, queries[rows]))
+        exclude = torch.as_tensor(left_out[rows])  # each query left out of its own prompt
         queries = torch.as_tensor(queries[rows], dtype=torch.float64)
         targets = None if targets is None else torch.as_tensor(targets[rows])
         prompt = torch.as_tensor(prompt, dtype=torch.float64)
@@ -616,15 +620,3 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
 # norms 0 to 8.5 in the plane (20,000 tokens) the best untrained head, at
 # w = 8, was 1.12 times the Bayes risk, against 4.0 at w = 0.
 _KEY_NORM_WEIGHTS = (1.0, 2.0, 4.0, 8.0, 16.0)
-
-
-def _positions_in(prompt, queries):
-    """Index of a prompt row equal to each query (bit for bit), ``-1`` where
-    none is: a sort of the rows as opaque records, O(L log L)."""
-    prompt = np.ascontiguousarray(prompt)
-    record = np.dtype((np.void, prompt.dtype.itemsize * prompt.shape[1]))
-    keys = prompt.view(record).ravel()
-    wanted = np.ascontiguousarray(queries, dtype=prompt.dtype).view(record).ravel()
-    order = np.argsort(keys, kind="stable")
-    found = np.minimum(np.searchsorted(keys[order], wanted), len(keys) - 1)
-    return np.where(keys[order][found] == wanted, order[found], -1).astype(np.int64)

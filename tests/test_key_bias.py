@@ -409,14 +409,6 @@ def test_key_bias_start_drops_the_means_sampling_error():
     assert np.abs(denoiser.b_).max() < 2.0 and ratio < 3.0, (np.abs(denoiser.b_).max(), ratio)
 
 
-def test_positions_in_finds_each_query_in_the_prompt():
-    from sk_softmix._softmax_denoiser import _positions_in
-
-    prompt = np.random.default_rng(0).normal(size=(50, 3))
-    queries = np.vstack([prompt[[7, 0, 49]], [[9.0, 9.0, 9.0]]])
-    np.testing.assert_array_equal(_positions_in(prompt, queries), [7, 0, 49, -1])
-
-
 @pytest.mark.slow
 def test_key_offset_beats_dot_product_scores_with_unequal_norms():
     # Means of norms 0, 5 and 7: the paper's scores have no gate term for the
