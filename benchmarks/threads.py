@@ -19,7 +19,7 @@ idle machine or next to one busy process (a Python loop). Two tables:
 2. **Attention step**: one forward and backward pass, and a forward pass
    alone, of ``softmax_attention`` at fixed sizes with torch's threads
    forced to the configuration's count, the measurement behind
-   ``sk_softmix._threads.FORWARD_SECONDS_PER_THREAD`` and
+   ``sk_softmix.attention._threads.FORWARD_SECONDS_PER_THREAD`` and
    ``SECONDS_PER_SCORE``: a step whose forward pass takes less than 10 ms
    on one thread costs more CPU time on two than it saves wall time.
 

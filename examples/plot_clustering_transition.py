@@ -27,7 +27,7 @@ import numpy as np
 
 from sk_softmix import BayesDenoiser, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
-from sk_softmix.dynamics import fixed_points, iterate, plot_trajectories, separation
+from sk_softmix.theory.dynamics import fixed_points, iterate, plot_trajectories, separation
 
 plt.switch_backend("agg")  # draw off-screen: the gallery and the tests collect the figure
 

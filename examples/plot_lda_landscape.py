@@ -15,7 +15,7 @@ convergence there is much slower. This is the paper's
 Figure 1, on its configuration C1: ``d = 2``, ``m_1 = (1, 0)``,
 ``m_{-1} = (0, 1)``, ``Gamma = I``, ``pi_+ = 0.6``.
 
-:func:`sk_softmix.lda.population_gradient_descent` averages the risk over a
+:func:`sk_softmix.theory.lda.population_gradient_descent` averages the risk over a
 sample of the population. The paper integrates by Gauss-Hermite quadrature;
 here a deterministic equal-weight sample plays that role (see below), and the
 step size is 1 rather than the paper's ``1e-4``, so that a few thousand
@@ -27,7 +27,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-from sk_softmix.lda import (
+from sk_softmix.theory.lda import (
     effective_coordinates,
     effective_score,
     lda_construction,

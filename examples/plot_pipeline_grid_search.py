@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
-from sk_softmix.risk import bayes_risk
+from sk_softmix.theory.risk import bayes_risk
 
 plt.switch_backend("agg")  # draw off-screen: the gallery and the tests collect the figure
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from sk_softmix import BayesDenoiser, LinearAttentionDenoiser, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture
-from sk_softmix.risk import bayes_risk, best_linear_risk
+from sk_softmix.theory.risk import bayes_risk, best_linear_risk
 
 plt.switch_backend("agg")  # draw off-screen: the gallery and the tests collect the figure
 

@@ -9,25 +9,36 @@ SoftmaxAttentionDenoiser, LinearAttentionDenoiser
 GaussianMixtureDenoiser, BayesDenoiser
     The plug-in and the exact Bayes baselines.
 
-Modules
--------
-attention     the attention engine (softmax and linear heads on tensors)
-population    softmax attention on a whole Gaussian mixture (large-prompt limit)
-constructions closed-form parameters that equal the Bayes denoiser
-lda           the classifier head's effective coordinates and population dynamics
-risk          Bayes, best linear and best affine risks
-datasets      Gaussian-mixture data generators
-dynamics      the iterated denoiser and its clustering transition
-study         the comparison study behind ``python -m sk_softmix compare``
+Subpackages
+-----------
+attention       the engine: softmax and linear heads on torch tensors, CPU or CUDA
+classification  SoftmaxAttentionClassifier
+denoising       the attention denoisers and the Bayes baselines
+training        what the estimators share to fit: input checks, solvers, start selection
+theory          the paper's statements as NumPy functions: LDA coordinates,
+                constructions, the large-prompt limit, risks, dynamics
+image           image denoising: patches, trainable non-local means
+study           the comparison study behind ``python -m sk_softmix compare``
+datasets        Gaussian-mixture data generators
+
+Dependencies point one way: ``theory`` and ``attention`` import no other part
+of the package; ``training`` builds on ``attention``; the estimators on all
+three; ``image`` on the estimators; ``study`` on everything, and nothing
+imports it (the user guide's "Architecture" page draws the map).
 """
 
-from ._bayes_denoiser import BayesDenoiser
-from ._classifier import SoftmaxAttentionClassifier
-from ._gmm_denoiser import GaussianMixtureDenoiser
-from ._linear_denoiser import LinearAttentionDenoiser
-from ._softmax_denoiser import SoftmaxAttentionDenoiser
+from . import _moved
+from ._version import __version__
+from .classification import SoftmaxAttentionClassifier
+from .denoising import (
+    BayesDenoiser,
+    GaussianMixtureDenoiser,
+    LinearAttentionDenoiser,
+    SoftmaxAttentionDenoiser,
+)
 
-__version__ = "0.1.0.dev0"
+# old module paths (sk_softmix.lda, the modules saved models name) keep importing
+_moved.install()
 
 __all__ = [
     "BayesDenoiser",

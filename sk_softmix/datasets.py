@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._mixture import check_mixture, check_noise_variance, covariance_sqrt
+from .theory._mixture import check_mixture, check_noise_variance, covariance_sqrt
 
 __all__ = ["NoisyMixtureSample", "make_denoising_tasks", "make_gaussian_mixture", "make_lda"]
 
@@ -88,7 +88,7 @@ def make_gaussian_mixture(
     See Also
     --------
     sklearn.datasets.make_blobs : Isotropic clusters without the noisy view.
-    sk_softmix.risk.bayes_risk : The best achievable denoising risk on such data.
+    sk_softmix.theory.risk.bayes_risk : The best achievable denoising risk on such data.
 
     References
     ----------
@@ -173,7 +173,7 @@ def make_lda(
     See Also
     --------
     sk_softmix.SoftmaxAttentionClassifier : Learns the Bayes score of this model.
-    sk_softmix.lda.lda_coordinates : That Bayes score in closed form.
+    sk_softmix.theory.lda.lda_coordinates : That Bayes score in closed form.
 
     References
     ----------
@@ -269,7 +269,7 @@ def make_denoising_tasks(
     --------
     sk_softmix.SoftmaxAttentionDenoiser.partial_fit : Meta-trains over such
         tasks.
-    sk_softmix.constructions.in_context_construction : Parameters that denoise
+    sk_softmix.theory.constructions.in_context_construction : Parameters that denoise
         every such task exactly in the large-prompt limit.
 
     Examples

@@ -18,9 +18,9 @@ import pytest
 import torch
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-import sk_softmix._attention_kernels as kernels_module
-import sk_softmix._classifier_heads as classifier_heads_module
-import sk_softmix._softmax_denoiser as softmax_denoiser_module
+import sk_softmix.attention._kernels as kernels_module
+import sk_softmix.classification._heads as classifier_heads_module
+import sk_softmix.denoising._softmax as softmax_denoiser_module
 from sk_softmix import (
     BayesDenoiser,
     LinearAttentionDenoiser,

@@ -27,8 +27,8 @@ from sk_softmix import (
     SoftmaxAttentionDenoiser,
 )
 from sk_softmix.attention import softmax_attention
-from sk_softmix.constructions import in_context_construction
 from sk_softmix.datasets import make_denoising_tasks, make_gaussian_mixture
+from sk_softmix.theory.constructions import in_context_construction
 
 MEANS = np.array([[3.0, 0.0, 1.0], [0.0, 3.0, -1.0]])
 NOISE_VARIANCE = 1.0
@@ -339,7 +339,7 @@ def test_classifier_bayes_start_with_more_features_than_samples():
 
 
 def test_classifier_bayes_start_falls_back_with_a_warning(monkeypatch):
-    import sk_softmix._classifier as module
+    import sk_softmix.classification._starts as module
 
     def no_construction(*args):
         raise ValueError("no v21 exists")
@@ -386,7 +386,7 @@ def test_interrupted_partial_fit_keeps_the_adam_moments(monkeypatch):
     denoiser = SoftmaxAttentionDenoiser(random_state=0).partial_fit(tasks[0][0], tasks[0][1])
     saved = copy.deepcopy(denoiser.optimizer_state_)
     twin = copy.deepcopy(denoiser)
-    import sk_softmix._training as training
+    import sk_softmix.training._solvers as training
 
     original = training._first_order_loop
 

@@ -15,8 +15,8 @@ from sk_softmix import (
     LinearAttentionDenoiser,
     SoftmaxAttentionClassifier,
     SoftmaxAttentionDenoiser,
-    _classifier,
 )
+from sk_softmix.classification import _objective as classifier_objective
 
 
 def _check_own_token_excluded(queries, keys, exclude):
@@ -81,7 +81,7 @@ def test_classifier_training_queries_leave_their_own_token_out(monkeypatch):
         # prompt tokens are (x_i, label_i): a query's own token has its x
         excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
 
-    _watch(monkeypatch, _classifier, "classifier_scores", check)
+    _watch(monkeypatch, classifier_objective, "classifier_scores", check)
     SoftmaxAttentionClassifier(
         max_iter=3, solver="adam", prompt_size=150, early_stopping=True, random_state=0
     ).fit(X, y)

@@ -8,9 +8,9 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-import sk_softmix._attention_kernels as kernels_module
-import sk_softmix._reference_attention as reference_module
-import sk_softmix.attention as attention_module
+import sk_softmix.attention._kernels as kernels_module
+import sk_softmix.attention._reference as reference_module
+import sk_softmix.attention._softmax as softmax_module
 from sk_softmix import LinearAttentionDenoiser, SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
 from sk_softmix.datasets import make_gaussian_mixture, make_lda
 
@@ -95,7 +95,7 @@ def _record_chunk_sizes(monkeypatch):
     it takes over where that one is not exact)."""
     sizes = []
     scores_of = kernels_module._scores
-    monkeypatch.setattr(attention_module, "_kernel_name", lambda *args: "matmul")
+    monkeypatch.setattr(softmax_module, "_kernel_name", lambda *args: "matmul")
 
     def recording(transformed, *args, **kwargs):
         sizes.append(transformed.shape[1])  # (H, queries in the chunk, p)

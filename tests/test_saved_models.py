@@ -27,7 +27,13 @@ def _assert_same_outputs(model, name):
         got = model.apply(X, device="cpu") if method == "apply" else getattr(model, method)(X)
         expected = EXPECTED[f"{name}/{method}"]
         assert got.dtype == expected.dtype, method
-        assert np.array_equal(got, expected), method
+        if method == "apply":
+            # the non-local head sums in float32 in an order that follows
+            # torch's thread count: equal to float32 rounding of the image's
+            # values (about 1), not bit for bit
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+        else:
+            assert np.array_equal(got, expected), method
 
 
 def test_every_saved_model_is_checked():

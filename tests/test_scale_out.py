@@ -10,8 +10,8 @@ from sklearn.model_selection import GridSearchCV
 from threadpoolctl import threadpool_limits
 
 from sk_softmix import SoftmaxAttentionDenoiser
-from sk_softmix._device import resolve_device
-from sk_softmix._threads import limit_threads_in_dask_worker
+from sk_softmix.attention._device import resolve_device
+from sk_softmix.attention._threads import limit_threads_in_dask_worker
 from sk_softmix.datasets import make_gaussian_mixture
 
 distributed = pytest.importorskip("distributed")

@@ -5,7 +5,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .._device import resolve_device
+from ..attention._device import resolve_device
 from ._report import write_report
 from ._runner import run_study
 from ._tasks import TASK_NAMES

@@ -4,8 +4,8 @@ import time
 
 import numpy as np
 
-from .._bayes_denoiser import BayesDenoiser
 from ..datasets import make_gaussian_mixture
+from ..denoising._bayes import BayesDenoiser
 from ._estimators import BAYES, denoisers
 from ._tasks import FIGURE_2, Task
 

@@ -13,10 +13,10 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from .._classifier import SoftmaxAttentionClassifier
-from .._gmm_denoiser import GaussianMixtureDenoiser
-from .._linear_denoiser import LinearAttentionDenoiser
-from .._softmax_denoiser import SoftmaxAttentionDenoiser
+from ..classification._classifier import SoftmaxAttentionClassifier
+from ..denoising._gaussian_mixture import GaussianMixtureDenoiser
+from ..denoising._linear import LinearAttentionDenoiser
+from ..denoising._softmax import SoftmaxAttentionDenoiser
 from ._tasks import Task
 
 ATTENTION_CLASSIFIER = "SoftmaxAttentionClassifier"

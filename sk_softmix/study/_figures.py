@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._bayes_denoiser import BayesDenoiser
-from ..dynamics import plot_trajectories
+from ..denoising._bayes import BayesDenoiser
+from ..theory.dynamics import plot_trajectories
 from ._estimators import BAYES
 from ._summary import summarise
 

@@ -19,8 +19,8 @@ import sklearn
 import torch
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
 
-from .._classifier import SoftmaxAttentionClassifier
-from .._device import resolve_device
+from ..attention._device import resolve_device
+from ..classification._classifier import SoftmaxAttentionClassifier
 from ._estimators import classifiers, denoisers
 from ._summary import add_relative_scores
 from ._tasks import TASK_NAMES, Task, classification_tasks, denoising_tasks
@@ -335,7 +335,7 @@ def _grid_searches(result, settings, n_jobs, n_folds) -> list:
 
 
 def _metadata(settings, n_jobs, n_folds, n_synthetic, max_samples) -> dict:
-    from .. import __version__
+    from .._version import __version__
 
     device = settings["device"]
     return {

@@ -11,8 +11,8 @@ from sklearn.base import BaseEstimator
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
 from sklearn.utils import check_random_state
 
-from .._bayes_denoiser import BayesDenoiser
 from ..datasets import make_gaussian_mixture, make_lda
+from ..denoising._bayes import BayesDenoiser
 from ._oracle import MixtureBayesClassifier
 
 # The paper's LDA configurations (Gamma = I): C1 in the plane with an

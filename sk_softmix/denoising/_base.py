@@ -1,0 +1,594 @@
+"""What the softmax- and linear-attention denoisers share: fitting and a
+chunked forward pass ``f(queries, prompt)``.
+
+A subclass supplies its parameters (``_parameter_names``), its starts
+(``_starts``) and its forward pass (``_forward``); this module turns them into
+``fit``, ``fit_transform``, ``transform`` and ``sure``, with the training
+losses in ``_objective``. ``MetaTrainingMixin`` adds ``partial_fit`` and
+``DenoiserMixin`` ``predict`` and ``score``.
+"""
+
+import warnings
+from numbers import Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..attention._device import as_tensor, resolve_device
+from ..attention._kernels import queries_per_chunk
+from ..attention._threads import numpy_blas_threads_for, one_cpu_thread, predict_on_threads
+from ..training._selection import Selection, fit_starts, validation_split
+from ..training._solvers import TrainingSettings, resolve_solver
+from ..training._units import checked_scale, rms_scale
+from ..training._validation import (
+    DEGENERATE_FRACTION,
+    FLOAT_DTYPES,
+    Count,
+    choose_prompt,
+    clean_targets,
+    describe_ignored_target,
+    noiseless_directions,
+    noisy_variance,
+    prompt_positions,
+    repeated_rows,
+    torch_dtype_of,
+    unchanged_on_error,
+    warn_if_misspecified,
+)
+from ._meta_training import MetaTrainingMixin
+from ._mixin import DenoiserMixin
+from ._objective import in_chunks, stein_risk, training_objective
+
+# A trained start replaces the linear start when it validates better at all
+# (squared errors or SURE have light tails, and SURE's per-point noise is large:
+# on the paper's Figure 2 task, 2,000 held-out points put a 3% gain at 0.5
+# standard errors). Each start trains to its end (Adam's cosine schedule,
+# L-BFGS's convergence test) and keeps its final parameters: the squared
+# error has a finite minimiser, while the best of many checks of a small
+# held-out set is optimistic and a stall stops Adam with its step still
+# high. On the Figure 2 task (2,000 points, 200 held out) the best
+# checkpoint, even required to beat the final parameters by one standard
+# error, was an early L-BFGS iterate 1.8% above Bayes, the final one 0.5%;
+# with 5,000 points and two plain heads, stopping Adam on the stall left it
+# 3.1% above, running its 200 steps 2.2%.
+_SELECTION = Selection(start=0.0, checkpoint=None)
+
+
+class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
+    """Base class of the attention denoisers; not for direct use."""
+
+    _parameter_constraints: dict = {
+        "n_heads": [Count(1)],
+        "residual": ["boolean"],
+        "noise_variance": [Interval(Real, 0, None, closed="neither"), None],
+        "init": [StrOptions({"auto", "linear", "bayes", "random"})],
+        "prompt_size": [Count(2), None],
+        "max_iter": [Count(0)],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"auto", "lbfgs", "adam"})],
+        "early_stopping": [StrOptions({"auto"}), "boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="left"), None],
+        "n_iter_no_change": [Count(1)],
+        "batch_size": [Count(1)],
+        "transform_batch_size": [Count(1), None],
+        "device": [str],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # How each parameter scales with the data: training runs on data divided by
+    # its root-mean-square ``scale``, where a parameter is ``value * scale**power``
+    # (interaction matrices multiply two tokens, so U scales as scale^2).
+    _SCALE_POWER = {"U": 2, "V": 0, "skip": 0}
+
+    # The hyperparameters that shape the fitted parameters: partial_fit cannot
+    # continue a fit after one of them changes.
+    _ARCHITECTURE = ("n_heads", "residual")
+
+    # Whether ``_forward`` evaluates ``_transform_chunk`` queries at a time by itself.
+    _engine_chunks_queries = False
+
+    def _fused_scores(self, device, n_queries, prompt_length, leave_one_out) -> int | None:
+        """Scores one fused-kernel call of ``_forward`` computes for these
+        queries, or None when ``_forward`` does not run on the fused kernel
+        (its threads are then chosen by timing chunks)."""
+        return None
+
+    # The start partial_fit takes with init="auto": meta-training over tasks
+    # needs the selective construction (the linear start is a saddle point).
+    _meta_training_start = "bayes"
+
+    def _parameter_names(self) -> tuple:
+        """Names of the fitted parameters (``U``, ``V``, maybe ``skip``)."""
+        raise NotImplementedError
+
+    def _auto_starts(self) -> tuple:
+        """The starts ``init="auto"`` trains from, in order."""
+        raise NotImplementedError
+
+    def _starts(
+        self, train_X, train_y, prompt, noise_variance, random_state, names, left_out
+    ) -> dict:
+        """Start name -> parameters, NumPy float64 in the data's units.
+
+        ``"linear"``, when present, is the linear start: the untrained
+        fallback the other starts must beat on validation. ``left_out``
+        gives each training row's row in the prompt, ``-1`` where it is not
+        in it (``prompt_positions``), for starts that score themselves on
+        the training rows.
+        """
+        raise NotImplementedError
+
+    def _start_names(self) -> tuple:
+        return self._auto_starts() if self.init == "auto" else (self.init,)
+
+    def _has_linear_start(self) -> bool:
+        """Whether the model can represent the linear start."""
+        return True
+
+    def _forward(self, parameters, queries, prompt, exclude) -> torch.Tensor:
+        """Denoised queries (n, p) from torch parameters over a torch prompt."""
+        raise NotImplementedError
+
+    def _forward_and_divergence(self, parameters, queries, prompt, exclude):
+        """Denoised queries (n, p) and the divergence of f at each query (n,)."""
+        raise NotImplementedError
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the attention parameters; the noisy ``X`` becomes the prompt.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations. They (or a random ``prompt_size`` of them) are
+            the prompt every later query attends over.
+        y : array-like of shape (n_samples, n_features), default=None
+            Clean counterparts of ``X``. When given, training minimises the
+            squared error, each training query left out of its own prompt.
+            When omitted, training minimises Stein's unbiased risk estimate
+            of that error, which needs ``noise_variance``. A ``y`` of any
+            other shape (a Pipeline's class labels) is a later step's target
+            and is ignored, as scikit-learn transformers ignore ``y``.
+
+        Returns
+        -------
+        self : object
+            The fitted denoiser.
+
+        See Also
+        --------
+        partial_fit : Train on one more task without resetting the weights.
+
+        Notes
+        -----
+        Stein's unbiased risk estimate
+        ``||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)`` has expectation
+        ``E||f(Z) - X||^2`` for ``Z = X + N(0, xi^2 I)``; the divergence of a
+        softmax head is ``tr(V Cov_a U)``, ``Cov_a`` the attention-weighted
+        covariance of the prompt, and that of a linear stack the trace of its
+        matrix, so no clean point is needed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> Z, X, _ = make_gaussian_mixture(500, [[3.0, 0.0], [0.0, 3.0]],
+        ...                                 noise_variance=4.0, random_state=0)
+        >>> denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, max_iter=30,
+        ...                                     random_state=0)
+        >>> denoiser = denoiser.fit(Z)  # trained by SURE: no clean y
+        >>> 0 < denoiser.n_iter_ <= 2 * 30  # two starts, 30 iterations at most each
+        True
+        >>> bool(np.mean((denoiser.transform(Z) - X) ** 2) < np.mean((Z - X) ** 2))
+        True
+        """
+        with unchanged_on_error(self), numpy_blas_threads_for(X):
+            self._fit(X, y)
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit, then denoise ``X`` with each point left out of its own prompt.
+
+        Unlike ``fit(X).transform(X)``, no point attends to its own copy in the
+        prompt, exactly as during training.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        y : array-like of shape (n_samples, n_features), default=None
+            Clean counterparts of ``X``, used for training only; any other
+            shape is a later step's target and is ignored (see :meth:`fit`).
+            In a Pipeline, this is how training points are denoised: each
+            left out of its own prompt, as test points are.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            Denoised ``X``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> Z, X, _ = make_gaussian_mixture(500, [[3.0, 0.0], [0.0, 3.0]],
+        ...                                 noise_variance=4.0, random_state=0)
+        >>> denoiser = SoftmaxAttentionDenoiser(max_iter=20, random_state=0)
+        >>> denoised = denoiser.fit_transform(Z, X)
+        >>> bool(np.mean((denoised - X) ** 2) < np.mean((Z - X) ** 2))
+        True
+        """
+        self.fit(X, y)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        return self._denoise(X, exclude=prompt_positions(self.prompt_indices_, X.shape[0]))
+
+    def transform(self, X, prompt=None):
+        """Denoise ``X`` by attending over the fitted prompt, or over ``prompt``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations.
+        prompt : array-like of shape (L, n_features), default=None
+            Noisy observations of another task to attend over instead of the
+            fitted prompt: the weights store what tasks share, the prompt
+            supplies what is specific (in-context denoising, no retraining).
+
+        Returns
+        -------
+        X_denoised : ndarray of shape (n_samples, n_features)
+            Same dtype as ``X`` (float32 or float64).
+
+        Notes
+        -----
+        Every query attends over the whole prompt, including a copy of itself
+        if it is in the prompt; :meth:`fit_transform` leaves each training
+        point out of its own prompt instead. Memory: ``transform_batch_size``
+        queries at a time (by default, a block of about 2**24 scores).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> Z, X, _ = make_gaussian_mixture(1000, [[3.0, 0.0], [0.0, 3.0]],
+        ...                                 noise_variance=4.0, random_state=0)
+        >>> denoiser = SoftmaxAttentionDenoiser(max_iter=20, random_state=0).fit(Z, X)
+        >>> Z_new, X_new, _ = make_gaussian_mixture(400, [[-3.0, 0.0], [0.0, -3.0]],
+        ...                                         noise_variance=4.0, random_state=1)
+        >>> denoised = denoiser.transform(Z_new, prompt=Z_new)  # the new task's prompt
+        >>> bool(np.mean((denoised - X_new) ** 2) < np.mean((Z_new - X_new) ** 2))
+        True
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        return self._denoise(X, prompt=self._check_prompt(prompt))
+
+    def sure(self, X, noise_variance=None):
+        """Stein's unbiased risk estimate of the squared error, per sample.
+
+        ``(||f(z) - z||^2 - p xi^2 + 2 xi^2 div f(z)) / p``, with the divergence
+        in closed form; its mean over independent noisy points estimates the
+        per-entry mean squared error against their unseen clean versions.
+        ``X`` must not be part of the prompt (use fresh points).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Noisy observations, independent of the prompt.
+        noise_variance : float, default=None
+            ``xi^2``; defaults to the fitted ``noise_variance_``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The per-entry estimate for each sample.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sk_softmix import SoftmaxAttentionDenoiser
+        >>> from sk_softmix.datasets import make_gaussian_mixture
+        >>> means = [[3.0, 0.0], [0.0, 3.0]]
+        >>> Z, _, _ = make_gaussian_mixture(500, means, noise_variance=4.0, random_state=0)
+        >>> Z_test, X_test, _ = make_gaussian_mixture(2000, means, noise_variance=4.0,
+        ...                                           random_state=1)
+        >>> denoiser = SoftmaxAttentionDenoiser(noise_variance=4.0, max_iter=0).fit(Z)
+        >>> estimate = denoiser.sure(Z_test).mean()  # needs no clean point
+        >>> mse = np.mean((denoiser.transform(Z_test) - X_test) ** 2)
+        >>> bool(abs(estimate - mse) < 0.1 * mse)
+        True
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        xi2 = self.noise_variance_ if noise_variance is None else float(noise_variance)
+        if not (np.isfinite(xi2) and xi2 > 0):
+            raise ValueError(f"noise_variance must be positive and finite; got {xi2}.")
+        device = resolve_device(self.device)
+        with torch.no_grad(), one_cpu_thread(device):
+            parameters, prompt, queries = self._tensors(X, None)
+        size = self._transform_chunk(len(prompt), X.shape[1], divergence=True)
+
+        def risk(rows):
+            chunk = queries[rows]
+            denoised, divergence = self._forward_and_divergence(parameters, chunk, prompt, None)
+            return stein_risk(denoised, chunk, divergence, xi2)
+
+        def risks(start, stop):
+            return in_chunks(start, stop, size, risk)
+
+        with torch.no_grad():
+            return predict_on_threads(device, len(X), size, risks).cpu().numpy()
+
+    # -- internals -------------------------------------------------------------
+
+    def _fit(self, X, y, partial=False):
+        first = not (partial and hasattr(self, "prompt_"))  # partial_fit continues a fit
+        X = validate_data(self, X, reset=first, dtype=FLOAT_DTYPES, ensure_min_samples=2)
+        name = type(self).__name__
+        checked_scale(X, name)
+        given, y = y, clean_targets(y, X)
+        noise_variance = self.noise_variance
+        if noise_variance is None and y is not None:
+            # Z - X is the noise itself: its mean square estimates xi^2.
+            noise_variance = float(np.mean(np.square(X - y, dtype=np.float64)))
+        if noise_variance is None:
+            raise ValueError(
+                f"{name}.fit needs either y, the clean counterparts of X with X's "
+                "shape (training on the squared error), or noise_variance, the "
+                "variance xi^2 of the Gaussian noise in X (training on noisy data "
+                f"alone by Stein's unbiased risk estimate); got "
+                f"{describe_ignored_target(given)} and noise_variance=None."
+            )
+        # with clean targets training minimises the squared error, whatever xi^2
+        misspecified = (
+            warn_if_misspecified(noisy_variance(X), noise_variance, name) if y is None else None
+        )
+        device = resolve_device(self.device)
+        random_state = check_random_state(self.random_state)
+        if partial:
+            self._partial_fit(X, y, noise_variance, first, random_state, device)
+            return
+        if y is None and misspecified is None and self.max_iter > 0:
+            n_noiseless = noiseless_directions(X, noise_variance)
+            if n_noiseless:
+                warnings.warn(
+                    f"{name}: X has {n_noiseless} direction(s) with a variance below "
+                    f"{DEGENERATE_FRACTION:g} times noise_variance={noise_variance:.4g} "
+                    "(constant or duplicated features, or fewer points than features), "
+                    "where training by Stein's unbiased risk estimate has no minimum. "
+                    "The answer is the untrained linear start, the Wiener map: it "
+                    "returns the mean along those directions (a constant feature's "
+                    "constant) and shrinks the others towards it. Drop such features, "
+                    "or give clean targets y.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                misspecified = "noiseless"
+            elif n_repeated := repeated_rows(X):
+                warnings.warn(
+                    f"{name}: {n_repeated} of the {X.shape[0]} rows of X repeat earlier "
+                    "ones, which Gaussian noise of any variance cannot produce "
+                    "(binary, count or duplicated data); there Stein's unbiased risk "
+                    "estimate has no minimum. The answer is the untrained linear "
+                    "start, the Wiener map. Give clean targets y to train.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                misspecified = "repeated"
+        if misspecified is not None:
+            # no signal to find (or none float32 can see, or no objective to
+            # train on): the clipped plug-in answer, the linear start, untrained
+            self._fit_untrained(X, y, noise_variance, random_state, device)
+            return
+        early_stopping = self.early_stopping if self.max_iter > 0 else False
+        train_rows, validation_rows = validation_split(
+            X.shape[0], early_stopping, self.validation_fraction, random_state
+        )
+        prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state, train_rows)
+        start_seed = random_state.randint(2**31 - 1)
+
+        def starts(rows, prompt_rows, names):
+            return self._starts(
+                X[rows].astype(np.float64),
+                None if y is None else y[rows].astype(np.float64),
+                X[prompt_rows].astype(np.float64),
+                noise_variance,
+                np.random.RandomState(start_seed),
+                names,
+                prompt_positions(prompt_rows, X.shape[0])[rows],
+            )
+
+        names = self._start_names()
+        # Trained starts fall back on the untrained linear start when it
+        # validates better: by choice with init="auto", and with a warning for
+        # a construction or random start that training left worse than it
+        # (SURE on a small prompt can overfit without end).
+        with_reference = self.init != "linear" and self._has_linear_start()
+        candidates = starts(
+            train_rows,
+            prompt_indices,
+            names + ("linear",) if with_reference and "linear" not in names else names,
+        )
+        n_parameters = sum(value.size for value in candidates[names[0]].values())
+        if self.max_iter > 0 and X.size < n_parameters:
+            warnings.warn(
+                f"{type(self).__name__}: X holds {X.shape[0]} points of {X.shape[1]} "
+                f"features ({X.size} numbers) for {n_parameters} parameters; a fit on "
+                "so few is unreliable and may denoise worse than the identity. Use more "
+                "points, or fewer heads.",
+                UserWarning,
+                stacklevel=3,
+            )
+        reference = ("linear", candidates["linear"]) if with_reference else None
+        by_default = with_reference and self.init == "auto"
+        untrained = "linear" if by_default else names[0]
+        skip_training = self.max_iter == 0 or (
+            validation_rows is None and self.early_stopping == "auto" and by_default
+        )
+        history, chosen, trained, n_iter = np.empty(0), untrained, False, 0
+        parameters = candidates[untrained]
+        if not skip_training:
+            outcome = self._train(
+                X,
+                y,
+                noise_variance,
+                prompt_indices,
+                validation_rows,
+                {name: candidates[name] for name in names if name in candidates},
+                reference,
+                random_state,
+                device,
+            )
+            chosen, parameters, trained = outcome.start, outcome.parameters, outcome.trained
+            history, n_iter = outcome.history, outcome.n_iter
+            if self.init != "auto" and chosen == "linear":
+                warnings.warn(
+                    f"{type(self).__name__}: trained from init={self.init!r}, the "
+                    "parameters scored worse on the held-out points than the untrained "
+                    "linear start, which is kept (init_='linear'). Use init='auto', or "
+                    "early_stopping=False to keep the trained parameters anyway.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+        if validation_rows is not None and not trained:
+            # The linear start again, from every row. Trained heads keep the
+            # prompt they were validated with (see SoftmaxAttentionClassifier).
+            if self.prompt_size is None:
+                prompt_indices = np.arange(X.shape[0])
+            parameters = starts(np.arange(X.shape[0]), prompt_indices, (chosen,))[chosen]
+        self._set_fitted(X, prompt_indices, parameters, noise_variance, history, device)
+        self.init_ = chosen
+        self.n_iter_ = n_iter
+        if hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_  # a fresh fit starts fresh moments
+
+    def _fit_untrained(self, X, y, noise_variance, random_state, device):
+        """The linear start (the construction without one) on every row, untrained."""
+        start = "linear" if self._has_linear_start() else "bayes"
+        prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state)
+        parameters = self._starts(
+            X.astype(np.float64),
+            None if y is None else y.astype(np.float64),
+            X[prompt_indices].astype(np.float64),
+            noise_variance,
+            random_state,
+            (start,),
+            prompt_positions(prompt_indices, X.shape[0]),
+        )[start]
+        self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
+        self.init_ = start
+        self.n_iter_ = 0
+        if hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_
+
+    def _set_fitted(self, X, prompt_indices, parameters, noise_variance, history, device):
+        self._architecture = {name: getattr(self, name) for name in self._ARCHITECTURE}
+        self.prompt_ = X[prompt_indices]
+        self.prompt_indices_ = prompt_indices
+        for name, value in parameters.items():
+            setattr(self, f"{name}_", value)
+        self.noise_variance_ = noise_variance
+        self.history_ = history
+        self.device_ = str(device)
+
+    def _train(
+        self,
+        X,
+        y,
+        noise_variance,
+        prompt_indices,
+        validation_rows,
+        starts,
+        reference,
+        random_state,
+        device,
+    ):
+        """Train from every start, keep the one that validates best (``fit_starts``)."""
+        scale = rms_scale(X[prompt_indices])
+        n_queries = X.shape[0] - (0 if validation_rows is None else len(validation_rows))
+        solver = resolve_solver(
+            self.solver, n_queries, len(prompt_indices), self.n_heads, X.shape[1]
+        )
+        objective = training_objective(
+            self, X, y, noise_variance, prompt_indices, validation_rows, scale, device
+        )
+        outcome = fit_starts(
+            starts,
+            reference,
+            lambda name, parameters: objective(parameters),
+            TrainingSettings.of(self, solver),
+            scale=scale,
+            powers=self._SCALE_POWER,
+            n_queries=n_queries,
+            validate=validation_rows is not None,
+            selection=_SELECTION,
+            random_state=random_state,
+            device=device,
+        )
+        outcome.history = outcome.history * scale**2  # per-entry loss in the data's units
+        return outcome
+
+    def _stein_risks(self, X):
+        return self.sure(X)
+
+    def _check_prompt(self, prompt):
+        if prompt is None:
+            return None
+        prompt = check_array(prompt, dtype=FLOAT_DTYPES, ensure_min_samples=1, input_name="prompt")
+        if prompt.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"prompt has {prompt.shape[1]} features, but {type(self).__name__} "
+                f"is expecting {self.n_features_in_} features as input."
+            )
+        return prompt
+
+    def _tensors(self, X, prompt):
+        """Parameters, prompt and queries as tensors on the device, in X's dtype."""
+        device = resolve_device(self.device)
+        dtype = torch_dtype_of(X)
+        parameters = {
+            name: as_tensor(getattr(self, f"{name}_"), device, dtype)
+            for name in self._parameter_names()
+        }
+        prompt = as_tensor(self.prompt_ if prompt is None else prompt, device, dtype)
+        return parameters, prompt, as_tensor(X, device, dtype)
+
+    def _transform_chunk(self, prompt_length, n_features, divergence=False):
+        """Queries evaluated at once after training: ``transform_batch_size``,
+        or as many as keep one block of about 2**24 floats per chunk (the
+        scores, and with ``divergence`` the weighted covariances, ``p x p``
+        per query and head)."""
+        per_query = self.n_heads * (prompt_length + (n_features**2 if divergence else 0))
+        return queries_per_chunk(self.transform_batch_size, 1, per_query)
+
+    def _denoise(self, X, exclude=None, prompt=None):
+        """Forward pass in chunks of queries (``_transform_chunk``), in the dtype of ``X``."""
+        device = resolve_device(self.device)
+        with torch.no_grad(), one_cpu_thread(device):
+            parameters, prompt, queries = self._tensors(X, prompt)
+            if exclude is not None:
+                exclude = as_tensor(exclude, queries.device)
+        size = self._transform_chunk(prompt.shape[0], X.shape[1])
+        # An engine that chunks queries itself gets every query of a part at
+        # once, so it can reuse one scores buffer across its chunks.
+        step = None if self._engine_chunks_queries else size
+
+        def forward(rows):
+            left_out = None if exclude is None else exclude[rows]
+            return self._forward(parameters, queries[rows], prompt, left_out)
+
+        def denoise(start, stop):
+            return in_chunks(start, stop, step or stop - start, forward)
+
+        fused_scores = self._fused_scores(device, X.shape[0], prompt.shape[0], exclude is not None)
+        with torch.no_grad():
+            return predict_on_threads(device, X.shape[0], size, denoise, fused_scores).cpu().numpy()

@@ -1,0 +1,22 @@
+"""Image denoising: the package's denoisers on a grayscale image's patches,
+and trainable non-local means.
+
+- :func:`denoise_image` (``_patches``): any denoiser of the package fitted on
+  the noisy image's own overlapping patches, one prompt for the whole image,
+  the estimates averaged back into an image;
+- :func:`denoise_image_nonlocal` (``_nonlocal_fit``, with the head's math in
+  ``_nonlocal_head``): the key-norm head with each patch's search window as
+  its prompt, trained by Monte-Carlo SURE on the noisy image alone.
+"""
+
+from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal
+from ._patches import denoise_image, image_to_patches, patches_to_image
+from ._validation import checked_grayscale  # noqa: F401  (importable here before the move)
+
+__all__ = [
+    "NonLocalHead",
+    "denoise_image",
+    "denoise_image_nonlocal",
+    "image_to_patches",
+    "patches_to_image",
+]
