@@ -14,7 +14,7 @@ isotropic ``v21(0) ~ N(0, I)``, which needs no knowledge of ``m`` or
 every parameter drawn from ``N(0, 1)`` does not.
 
 We first run the population dynamics of the theorem with
-:func:`sk_softmix.theory.lda.population_gradient_descent`, then train
+:func:`sk_softmix.theory.lda_dynamics.population_gradient_descent`, then train
 :class:`~sk_softmix.SoftmaxAttentionClassifier` with ``init="zero"`` (its
 default) on 3,000 labelled pairs and follow its held-out log-loss.
 """
@@ -28,12 +28,8 @@ from sklearn.metrics import log_loss
 
 from sk_softmix import SoftmaxAttentionClassifier
 from sk_softmix.datasets import make_lda
-from sk_softmix.theory.lda import (
-    effective_coordinates,
-    effective_score,
-    invariant_subspace_start,
-    population_gradient_descent,
-)
+from sk_softmix.theory.lda import effective_coordinates, effective_score
+from sk_softmix.theory.lda_dynamics import invariant_subspace_start, population_gradient_descent
 
 plt.switch_backend("agg")  # draw off-screen: the gallery and the tests collect the figure
 
@@ -51,7 +47,7 @@ w_star = 2 * e1  # the Bayes score is w*^T x with w* = Gamma^{-1} (m_1 - m_{-1})
 # exact. On this sample gradient descent converges to the sample's own
 # optimum, the logistic regression without intercept ``w_hat``, which differs
 # from ``w*`` by the sampling error only. Three starts: Theorem 3.6's
-# (:func:`~sk_softmix.theory.lda.invariant_subspace_start`, ``v21(0)`` projected onto
+# (:func:`~sk_softmix.theory.lda_dynamics.invariant_subspace_start`, ``v21(0)`` projected onto
 # ``K^perp``, here ``K = span{e_1}``), the zero start with an unprojected
 # Gaussian ``v21(0)`` (Figure 5), and every entry Gaussian (Figure 4). The
 # paper runs stochastic gradient descent with step 1e-2 on fresh samples;

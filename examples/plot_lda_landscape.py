@@ -15,7 +15,7 @@ convergence there is much slower. This is the paper's
 Figure 1, on its configuration C1: ``d = 2``, ``m_1 = (1, 0)``,
 ``m_{-1} = (0, 1)``, ``Gamma = I``, ``pi_+ = 0.6``.
 
-:func:`sk_softmix.theory.lda.population_gradient_descent` averages the risk over a
+:func:`sk_softmix.theory.lda_dynamics.population_gradient_descent` averages the risk over a
 sample of the population. The paper integrates by Gauss-Hermite quadrature;
 here a deterministic equal-weight sample plays that role (see below), and the
 step size is 1 rather than the paper's ``1e-4``, so that a few thousand
@@ -32,8 +32,8 @@ from sk_softmix.theory.lda import (
     effective_score,
     lda_construction,
     lda_coordinates,
-    population_gradient_descent,
 )
+from sk_softmix.theory.lda_dynamics import population_gradient_descent
 
 plt.switch_backend("agg")  # draw off-screen: the gallery and the tests collect the figure
 

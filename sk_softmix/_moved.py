@@ -6,15 +6,17 @@ files):
 
 - the public theory modules, once at the top (``sk_softmix.lda``,
   ``constructions``, ``population``, ``risk``, ``dynamics``), now in
-  :mod:`sk_softmix.theory`: importing them by the old name works and warns
-  (``FutureWarning``) with the new one;
+  :mod:`sk_softmix.theory` (``lda`` split into ``lda`` and
+  ``lda_dynamics``, ``constructions`` into ``constructions`` and
+  ``affine_maps``): importing them by the old name works and warns
+  (``FutureWarning``) with the new ones;
 - the private modules that held the estimators and the non-local head
   (``sk_softmix._classifier``, ...): pickles and skops files name a class by
   its module, so models saved before the move name these. They resolve
   silently, since a user loading a model did not choose the path.
 
 An old path is a module of its own whose attributes are looked up on the
-new module at each access, so both paths give the same objects.
+new modules at each access, so both paths give the same objects.
 """
 
 import importlib
@@ -24,9 +26,16 @@ import sys
 import types
 import warnings
 
+# old path -> the new modules that share its names, looked up in order
 PUBLIC_MOVES = {
-    f"sk_softmix.{name}": f"sk_softmix.theory.{name}"
-    for name in ("lda", "constructions", "population", "risk", "dynamics")
+    "sk_softmix.lda": ("sk_softmix.theory.lda", "sk_softmix.theory.lda_dynamics"),
+    "sk_softmix.constructions": (
+        "sk_softmix.theory.constructions",
+        "sk_softmix.theory.affine_maps",
+    ),
+    "sk_softmix.population": ("sk_softmix.theory.population",),
+    "sk_softmix.risk": ("sk_softmix.theory.risk",),
+    "sk_softmix.dynamics": ("sk_softmix.theory.dynamics",),
 }
 
 SAVED_CLASS_MOVES = {
@@ -52,24 +61,40 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         name = module.__name__
-        new_name = PUBLIC_MOVES.get(name) or SAVED_CLASS_MOVES[name]
-        new = importlib.import_module(new_name)
+        new_names = PUBLIC_MOVES.get(name) or (SAVED_CLASS_MOVES[name],)
+        modules = [importlib.import_module(new_name) for new_name in new_names]
+        shown = " and ".join(new_names)
         if name in PUBLIC_MOVES:
             # stacklevel 2 is the importing line: warnings skips import machinery frames
             warnings.warn(
-                f"{name} moved to {new_name}; import it from there. The old path "
+                f"{name} moved to {shown}; import it from there. The old path "
                 "will be removed in a later release.",
                 FutureWarning,
                 stacklevel=2,
             )
-        module.__doc__ = f"Moved to :mod:`{new_name}`."
-        module.__all__ = getattr(new, "__all__", None) or [
+        module.__doc__ = f"Moved to {shown}."
+        module.__all__ = [
             attribute
-            for attribute, value in vars(new).items()
-            if not attribute.startswith("_") and not isinstance(value, types.ModuleType)
+            for new in modules
+            for attribute in getattr(new, "__all__", None) or _public_names(new)
         ]
-        module.__getattr__ = lambda attribute: getattr(new, attribute)
-        module.__dir__ = lambda: dir(new)
+
+        def __getattr__(attribute):
+            for new in modules:
+                if hasattr(new, attribute):
+                    return getattr(new, attribute)
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
+
+        module.__getattr__ = __getattr__
+        module.__dir__ = lambda: sorted({a for new in modules for a in dir(new)})
+
+
+def _public_names(module) -> list[str]:
+    return [
+        attribute
+        for attribute, value in vars(module).items()
+        if not attribute.startswith("_") and not isinstance(value, types.ModuleType)
+    ]
 
 
 def install() -> None:

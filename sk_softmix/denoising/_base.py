@@ -99,10 +99,6 @@ class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
         (its threads are then chosen by timing chunks)."""
         return None
 
-    # The start partial_fit takes with init="auto": meta-training over tasks
-    # needs the selective construction (the linear start is a saddle point).
-    _meta_training_start = "bayes"
-
     def _parameter_names(self) -> tuple:
         """Names of the fitted parameters (``U``, ``V``, maybe ``skip``)."""
         raise NotImplementedError

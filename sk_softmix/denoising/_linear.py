@@ -5,7 +5,7 @@ import torch
 
 from ..attention._kernels import queries_per_chunk
 from ..attention._linear import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
-from ..theory.constructions import best_linear_map
+from ..theory.affine_maps import best_linear_map
 from ..training._units import rms_scale
 from ..training._validation import Count
 from ._base import AttentionDenoiserBase
@@ -36,7 +36,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         ``y``; estimated from ``X - y`` when omitted and ``y`` is given.
     init : {"auto", "linear", "bayes", "random"}, default="auto"
         ``"linear"``: the best linear map ``z -> M z`` of the training points
-        (:func:`~sk_softmix.theory.constructions.best_linear_map`: least squares to
+        (:func:`~sk_softmix.theory.affine_maps.best_linear_map`: least squares to
         ``y`` without an intercept, or without ``y``
         ``M = (Sigma - xi^2 I)_+ Sigma^{-1}``, ``Sigma`` their second-moment
         matrix) written as attention (``U = Sigma^{-1}`` over the prompt),

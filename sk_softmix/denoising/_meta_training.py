@@ -23,6 +23,10 @@ class MetaTrainingMixin:
     ``_set_fitted``, ``_parameter_names``, ``_SCALE_POWER`` and ``_ARCHITECTURE``.
     """
 
+    # The start partial_fit takes with init="auto": meta-training over tasks
+    # needs the selective construction (the linear start is a saddle point).
+    _meta_training_start = "bayes"
+
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
         """Train on one more task without resetting the weights.

@@ -57,7 +57,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
           the best affine map of the training points: least squares from
           ``X`` to ``y``, or without ``y`` the Wiener map
           ``z -> zbar + (S - xi^2 I)_+ S^{-1} (z - zbar)`` from their mean and
-          covariance ``S`` (:func:`~sk_softmix.theory.constructions.best_affine_map`).
+          covariance ``S`` (:func:`~sk_softmix.theory.affine_maps.best_affine_map`).
           With ``max_iter=0`` ``transform`` is that map to float precision.
           Plain heads (``residual=False``) reach it only as ``U -> 0``: two
           or more heads come within about ``1e-3`` relative; one plain head

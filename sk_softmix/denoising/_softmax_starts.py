@@ -11,9 +11,8 @@ import numpy as np
 import torch
 from sklearn.mixture import GaussianMixture
 
+from ..theory.affine_maps import affine_heads, best_affine_map
 from ..theory.constructions import (
-    affine_heads,
-    best_affine_map,
     in_context_construction,
     key_bias_construction,
     single_head_construction,
@@ -35,7 +34,7 @@ def softmax_starts(
     """Start name -> parameters for ``denoiser`` (``AttentionDenoiserBase._starts``).
 
     ``"bayes"``: the construction (``_bayes_heads``); ``"linear"``: the best
-    affine map as heads (:func:`~sk_softmix.theory.constructions.affine_heads`);
+    affine map as heads (:func:`~sk_softmix.theory.affine_maps.affine_heads`);
     ``"random"``: small random heads. Key terms a start lacks are zero.
     """
     n_features = prompt.shape[1]

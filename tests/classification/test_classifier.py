@@ -20,10 +20,12 @@ from sk_softmix.theory.lda import (
     class_statistics,
     effective_coordinates,
     effective_score,
-    invariant_subspace_start,
     krylov_basis,
     lda_construction,
     lda_coordinates,
+)
+from sk_softmix.theory.lda_dynamics import (
+    invariant_subspace_start,
     population_gradient_descent,
     population_risk,
 )

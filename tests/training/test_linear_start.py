@@ -16,7 +16,7 @@ from sk_softmix import (
     SoftmaxAttentionDenoiser,
 )
 from sk_softmix.datasets import make_gaussian_mixture, make_lda
-from sk_softmix.theory.constructions import affine_heads, best_affine_map, best_linear_map
+from sk_softmix.theory.affine_maps import affine_heads, best_affine_map, best_linear_map
 from sk_softmix.training._selection import choose_start, validation_split
 from sk_softmix.training._stopping import ValidationCheckpoint, significantly_lower
 
