@@ -23,6 +23,10 @@ CLASSIFIERS = [
     "LinearDiscriminantAnalysis",
     "QuadraticDiscriminantAnalysis",
     "LogisticRegression",
+    "SVC (RBF)",
+    "KNeighborsClassifier",
+    "MLPClassifier",
+    "NCA + kNN",
 ]
 DENOISERS = [
     "SoftmaxAttentionDenoiser (2 residual heads)",
@@ -68,8 +72,9 @@ def test_report_files_hold_every_estimator_with_finite_numbers(study, tmp_path):
     with (tmp_path / "results.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     folds = [row for row in rows if row["kind"] == "cross_validate"]
-    # 3 classification tasks x 4-5 estimators and 3 denoising tasks x 8-9, 2 folds each
-    assert len(folds) == 2 * (5 + 5 + 4 + 9 + 9 + 8)
+    # 3 classification tasks x 8-9 estimators (4 linear or QDA, 4 nonlinear,
+    # the oracle where known) and 3 denoising tasks x 8-9, 2 folds each
+    assert len(folds) == 2 * (9 + 9 + 8 + 9 + 9 + 8)
     for row in folds:
         metrics = ["mse"] if row["section"] == "denoising" else ["accuracy", "log_loss"]
         assert all(math.isfinite(float(row[metric])) for metric in metrics + ["fit_seconds"])
@@ -141,7 +146,7 @@ def test_every_estimator_of_a_task_sees_the_same_folds():
     folds = {}
     for row in result.rows:
         folds.setdefault(row["estimator"], []).append(row["fold"])
-    assert len(folds) == 5 and all(seen == [0, 1, 2] for seen in folds.values())
+    assert len(folds) == 9 and all(seen == [0, 1, 2] for seen in folds.values())
     # the folds are the seeded stratified splits, so every estimator gets them
     task = result.tasks["classification", "C1"]
     first = next(StratifiedKFold(3, shuffle=True, random_state=0).split(task.X, task.y))[1]
