@@ -127,7 +127,7 @@ def run_study(
     >>> result = run_study(quick=True, device="cpu", tasks=["C1"], n_folds=2,
     ...                    max_samples=100, progress=False)
     >>> sorted({row["estimator"] for row in result.rows})[:2]
-    ['Bayes (oracle)', 'LinearDiscriminantAnalysis']
+    ['Bayes (oracle)', 'KNeighborsClassifier']
     """
     from tqdm.auto import tqdm
 
