@@ -3,7 +3,8 @@
 Classifiers sit in a ``Pipeline`` after ``StandardScaler``, as a user would
 put them: the linear baselines (LDA, logistic regression), QDA, and the
 nonlinear methods a practitioner reaches for (an RBF SVC, k nearest
-neighbours, NCA before them, an MLP), each at scikit-learn's defaults.
+neighbours, NCA before them, an MLP), each at scikit-learn's defaults but
+for more iterations where the default stops before converging.
 Denoisers work on the raw coordinates, where the noise is isotropic.
 ``quick`` trades training iterations for time.
 """
