@@ -501,7 +501,6 @@ SEMANTIC_INVALID = [
     ("classifier", "prompt_size", 1000, "prompt_size=1000 exceeds the 60 samples"),
     # the held-out tenth is not in the prompt
     ("softmax", "prompt_size", 58, "prompt_size=58 exceeds the 54 samples left to train on"),
-    ("classifier", "prompt_size", 58, "prompt_size=58 exceeds the 54 samples left to train on"),
 ]
 
 

@@ -16,6 +16,7 @@ from sk_softmix import (
     SoftmaxAttentionClassifier,
     SoftmaxAttentionDenoiser,
 )
+from sk_softmix.classification import _kernel_head as kernel_head
 from sk_softmix.classification import _objective as classifier_objective
 
 
@@ -83,6 +84,27 @@ def test_classifier_training_queries_leave_their_own_token_out(monkeypatch):
 
     _watch(monkeypatch, classifier_objective, "classifier_scores", check)
     SoftmaxAttentionClassifier(
-        max_iter=3, solver="adam", prompt_size=150, early_stopping=True, random_state=0
+        head="bilinear",
+        max_iter=3,
+        solver="adam",
+        prompt_size=150,
+        early_stopping=True,
+        random_state=0,
     ).fit(X, y)
     assert sum(excluded) > 0
+
+
+def test_kernel_heads_vote_without_the_query_own_label(monkeypatch):
+    """The bandwidth search's votes leave each training query's token out:
+    with it, the smallest bandwidth would read the query's own label."""
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+    n_features = X.shape[1]
+    excluded = []
+
+    def check(parameters, features, prompt, exclude, batch_size):
+        excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
+
+    _watch(monkeypatch, kernel_head, "classifier_scores", check)
+    SoftmaxAttentionClassifier(head="kernel", prompt_size=150, random_state=0).fit(X, y)
+    assert len(excluded) == len(kernel_head.BANDWIDTH_FACTORS) and min(excluded) > 0

@@ -46,7 +46,9 @@ class _InterruptAfter:
 ESTIMATORS = [
     SoftmaxAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
     LinearAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
-    SoftmaxAttentionClassifier(max_iter=10, solver="adam", device="cpu", random_state=0),
+    SoftmaxAttentionClassifier(
+        head="bilinear", max_iter=10, solver="adam", device="cpu", random_state=0
+    ),
 ]
 
 

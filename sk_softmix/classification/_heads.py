@@ -28,7 +28,7 @@ from ..training._units import rms_scale
 # ``scale``: scores x_i^T U11^T x scale as scale^2, y_i u12^T x and the read-out
 # v21^T x_i and skip x as scale, so U11 * scale^2, u12 * scale, v21 * scale and
 # skip * scale are invariant.
-_SCALE_POWER = {"U11": 2, "u12": 1, "v21": 1, "v22": 0, "skip": 1, "intercept": 0}
+_SCALE_POWER = {"U11": 2, "u12": 1, "v21": 1, "v22": 0, "skip": 1, "intercept": 0, "W": 2}
 
 
 # -- the one place that tells two classes from more -----------------------------
@@ -87,9 +87,12 @@ def classifier_tokens(features, labels, n_classes):
 def classifier_scores(parameters, features, prompt, exclude, batch_size):
     """Scores (n, 1) or logits (n, C) of the queries ``(x, 0)``.
 
-    ``sum_h sum_i softmax_i(x_i^T U11_h^T x + label_i^T u12_h x) (v21_h x_i + v22_h label_i)``,
-    plus ``skip x + intercept`` when the parameters hold a skip map. Shapes
-    are the full ones of ``SoftmaxAttentionClassifier._starts``.
+    ``sum_h sum_i softmax_i(x_i^T U11_h^T x + label_i^T u12_h x - 1/2 x_i^T W_h x_i)
+    (v21_h x_i + v22_h label_i)``, plus ``skip x + intercept`` when the
+    parameters hold a skip map. The key norm ``W`` (H, d, d) is there for
+    kernel heads only (``W = U11``: a Gaussian kernel, see
+    ``_kernel_head``); without it the score is the paper's. Shapes are the
+    full ones of ``classifier_starts``.
     """
     U11, u12, v21, v22 = (parameters[name] for name in ("U11", "u12", "v21", "v22"))
     n_heads, width, d = u12.shape
@@ -107,7 +110,13 @@ def classifier_scores(parameters, features, prompt, exclude, batch_size):
         [features, torch.zeros(len(features), width, dtype=features.dtype, device=features.device)],
         dim=1,
     )
-    scores = softmax_attention(queries, prompt, U, V, exclude=exclude, batch_size=batch_size).sum(0)
+    key_norm = None
+    if "W" in parameters:
+        # the kernel head's key norm -1/2 x_i^T W x_i acts on the features only
+        key_norm = F.pad(parameters["W"], (0, width, 0, width))  # (H, d + width, d + width)
+    scores = softmax_attention(
+        queries, prompt, U, V, exclude=exclude, batch_size=batch_size, key_norm=key_norm
+    ).sum(0)
     if "skip" in parameters:
         scores = scores + features @ parameters["skip"].mT + parameters["intercept"]
     return scores

@@ -158,7 +158,7 @@ def test_classifier_trains_and_predicts_iris_on_one_thread(two_threads, monkeypa
     seen = _record_threads(
         monkeypatch, (classifier_objective_module, classifier_module), "classifier_scores"
     )
-    model = SoftmaxAttentionClassifier(random_state=0, max_iter=5).fit(X, y)
+    model = SoftmaxAttentionClassifier(head="bilinear", random_state=0, max_iter=5).fit(X, y)
     n_fit = len(seen)
     model.predict(X)
     assert n_fit > 0 and len(seen) > n_fit

@@ -25,8 +25,11 @@ WITHOUT_VALIDATION = {"early_stopping": False, "device": "cpu", "random_state": 
 ESTIMATORS = [
     SoftmaxAttentionDenoiser(init="bayes", solver="adam", **WITHOUT_VALIDATION),
     LinearAttentionDenoiser(init="linear", solver="adam", **WITHOUT_VALIDATION),
-    SoftmaxAttentionClassifier(solver="adam", **WITHOUT_VALIDATION),
-    SoftmaxAttentionClassifier(solver="gd", learning_rate=0.5, **WITHOUT_VALIDATION),
+    # the solvers train bilinear heads (kernel heads take a grid search instead)
+    SoftmaxAttentionClassifier(head="bilinear", solver="adam", **WITHOUT_VALIDATION),
+    SoftmaxAttentionClassifier(
+        head="bilinear", solver="gd", learning_rate=0.5, **WITHOUT_VALIDATION
+    ),
 ]
 IDS = ["softmax-denoiser", "linear-denoiser", "classifier-adam", "classifier-gd"]
 

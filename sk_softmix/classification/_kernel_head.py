@@ -1,0 +1,182 @@
+"""Kernel heads over the labelled prompt: a soft nearest-neighbour vote.
+
+With a key norm ``W = U11`` the head's score of token ``i`` for query ``x``
+is ``x_i^T U11 x - 1/2 x_i^T U11 x_i = -1/2 ||x - x_i||^2_U11`` up to a term
+of the query alone, which the softmax ignores. With ``U11 = I / h^2``, no
+label term (``u12 = 0``) and a read-out of the label only (``v21 = 0``,
+``v22 = beta I``), the head returns ``beta`` times the Gaussian-kernel vote
+``sum_i softmax_i(-||x - x_i||^2 / (2 h^2)) label_i``: the class
+frequencies among the query's neighbours at scale ``h`` (for two classes,
+their mean label in {-1, +1}). Neighbourhood components analysis is the
+same softmax with a learned metric (Goldberger et al., 2004).
+
+The heads sit on top of the linear start's score (the skip map): where the
+vote agrees with the linear score it sharpens it, where the classes are
+mixtures of separated clusters it overrules it, which no linear score can.
+Their bandwidths and read-outs are fitted by leave-one-out: each training
+query votes without its own token, and its linear score is the
+out-of-fold one of the linear start's cross-validation, so the
+log-loss being minimised is a held-out one, which keeps the vote
+calibrated and the comparison with the linear start fair.
+"""
+
+import numpy as np
+import torch
+
+from ..attention._device import as_tensor
+from ..training._stopping import significantly_lower
+from ._heads import classifier_scores, classifier_tokens, label_width
+from ._linear_starts import score_losses
+
+# Bandwidths tried, as multiples of the median leave-one-out distance of a
+# training point to its nearest neighbour; read-outs tried for each head.
+# Half-octave steps: the leave-one-out log-loss of digits changed by under 1%
+# between neighbouring bandwidths at its minimum.
+BANDWIDTH_FACTORS = 2.0 ** np.arange(-3.0, 3.01, 0.5)
+READOUTS = np.concatenate([[0.0], 2.0 ** np.arange(-2.0, 6.01, 0.5)])
+
+# Training queries on which bandwidths and read-outs are chosen (a random
+# subset above it): the votes cost O(queries x prompt x features) each.
+MAX_TUNING_QUERIES = 2000
+
+# How much better (standard errors of the per-sample difference of held-out
+# log-loss) the heads must be to replace the linear start, as for the
+# trained heads of ``_objective``: log-loss has a heavy tail.
+N_STANDARD_ERRORS = 2.0
+
+
+def kernel_heads(n_features, n_classes, bandwidths, readouts):
+    """Parameters (full shapes, NumPy) of Gaussian-kernel heads.
+
+    Head ``h`` has ``U11 = W = I / bandwidths[h]^2``, ``u12 = 0``,
+    ``v21 = 0`` and ``v22 = readouts[h] I``; a zero read-out makes the head
+    return exactly 0.
+    """
+    width = label_width(n_classes)
+    bandwidths = np.asarray(bandwidths, dtype=np.float64)
+    readouts = np.asarray(readouts, dtype=np.float64)
+    metric = np.eye(n_features)[None] / bandwidths[:, None, None] ** 2
+    n_heads = len(bandwidths)
+    return {
+        "U11": metric,
+        "u12": np.zeros((n_heads, width, n_features)),
+        "v21": np.zeros((n_heads, width, n_features)),
+        "v22": readouts[:, None, None] * np.eye(width)[None],
+        "W": metric.copy(),
+    }
+
+
+def kernel_votes(features, prompt, n_classes, bandwidth, exclude=None, batch_size=None):
+    """The Gaussian-kernel vote (n, width) of each query (torch, no grad).
+
+    ``features`` (n, d) are the queries, ``prompt`` the classifier's tokens
+    ``(x_i, label block)``; ``exclude`` each query's own token (or -1).
+    """
+    d = features.shape[1]
+    heads = kernel_heads(d, n_classes, [bandwidth], [1.0])
+    parameters = {
+        name: as_tensor(value, features.device, features.dtype) for name, value in heads.items()
+    }
+    with torch.no_grad():
+        return classifier_scores(parameters, features, prompt, exclude, batch_size)
+
+
+def nearest_neighbour_scale(features, prompt_features, exclude, chunk=512):
+    """Median distance of the queries to their nearest prompt token (not their own).
+
+    Positive distances only (duplicates would make it 0); the features'
+    root-mean-square norm where every neighbour is a duplicate.
+    """
+    nearest = []
+    for start in range(0, len(features), chunk):
+        distances = torch.cdist(features[start : start + chunk], prompt_features)
+        rows = torch.arange(len(distances), device=distances.device)
+        own = exclude[start : start + chunk]
+        mine = own >= 0
+        distances[rows[mine], own[mine]] = torch.inf
+        distances[distances == 0] = torch.inf
+        nearest.append(distances.min(dim=1).values)
+    nearest = torch.cat(nearest)
+    nearest = nearest[torch.isfinite(nearest)]
+    if len(nearest) == 0:
+        return float(prompt_features.square().sum(dim=1).mean().sqrt()) or 1.0
+    return float(nearest.median())
+
+
+def fit_kernel_heads(
+    X, labels, n_classes, prompt_indices, linear_scores, n_heads, random_state, device
+):
+    """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Training points in the model's coordinates.
+    labels : ndarray of shape (n,)
+        Class indices.
+    n_classes : int
+    prompt_indices : ndarray of shape (L,)
+        Rows of ``X`` that form the prompt.
+    linear_scores : ndarray of shape (n, width)
+        Out-of-fold scores of the linear start (``best_linear_start``).
+    n_heads : int
+        Heads, chosen greedily: each adds the bandwidth and read-out that
+        lower the leave-one-out log-loss most given the heads before it
+        (read-out 0, an unused head, where none does).
+    random_state : RandomState
+        Draws the tuning queries when there are more than
+        ``MAX_TUNING_QUERIES``.
+    device : torch.device
+
+    Returns
+    -------
+    heads : dict
+        :func:`kernel_heads`' parameters.
+    kernel_losses, linear_losses : ndarray of shape (n_tuning,)
+        Per-sample held-out log-loss of the linear score with and without
+        the heads, on the tuning queries.
+    """
+    n = len(X)
+    rows = np.arange(n)
+    if n > MAX_TUNING_QUERIES:
+        rows = np.sort(random_state.choice(n, MAX_TUNING_QUERIES, replace=False))
+    positions = np.full(n, -1, dtype=np.int64)
+    positions[prompt_indices] = np.arange(len(prompt_indices))
+    features = as_tensor(X, device, torch.float32)
+    targets = as_tensor(labels, device)
+    prompt_rows = as_tensor(prompt_indices, device)
+    prompt = classifier_tokens(features[prompt_rows], targets[prompt_rows], n_classes)
+    queries = features[as_tensor(rows, device)]
+    exclude = as_tensor(positions[rows], device)
+    scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
+    bandwidths = scale * BANDWIDTH_FACTORS
+    votes = [
+        kernel_votes(queries, prompt, n_classes, h, exclude).double().cpu().numpy()
+        for h in bandwidths
+    ]
+    tuning_labels = labels[rows]
+    base = linear_scores[rows].astype(np.float64)
+    linear_losses = score_losses(base, tuning_labels)
+    chosen_bandwidths, chosen_readouts = [], []
+    for _ in range(n_heads):
+        # (loss, bandwidth index, read-out): read-out 0 leaves the score as it is
+        best = (score_losses(base, tuning_labels).mean(), 0, 0.0)
+        for k, vote in enumerate(votes):
+            for beta in READOUTS[1:]:
+                loss = score_losses(base + beta * vote, tuning_labels).mean()
+                if loss < best[0]:
+                    best = (loss, k, beta)
+        _, k, beta = best
+        chosen_bandwidths.append(bandwidths[k])
+        chosen_readouts.append(beta)
+        base = base + beta * votes[k]
+    heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
+    return heads, score_losses(base, tuning_labels), linear_losses
+
+
+def heads_beat_linear(kernel_losses, linear_losses) -> bool:
+    """Whether the kernel heads' held-out log-loss beats the linear start's by
+    ``N_STANDARD_ERRORS`` standard errors of the per-sample difference."""
+    return significantly_lower(
+        torch.as_tensor(kernel_losses), torch.as_tensor(linear_losses), N_STANDARD_ERRORS
+    )

@@ -1,0 +1,134 @@
+"""The classifier's linear start: the best regularised linear classifier for the data.
+
+Plain LDA is the paper's linear special case, but on real data it is often
+not the best linear classifier: with more features than samples its pooled
+covariance is singular (faces, 625 pixels and 160 training images: 0.715
+accuracy where logistic regression has 0.965), and on digits it is
+overconfident (log-loss 2.5 times logistic regression's). So the default
+start compares three linear scores by cross-validated log-loss on the
+training set (``best_linear_start``):
+
+- ``"lda"``: ``LinearDiscriminantAnalysis()``;
+- ``"shrinkage_lda"``: ``LinearDiscriminantAnalysis(solver="lsqr",
+  shrinkage="auto")``, the Ledoit-Wolf shrunk pooled covariance;
+- ``"logistic"``: ``LogisticRegression()`` (L2, ``C=1``).
+
+Each gives a skip map and intercept of the classifier's shapes, ``(width,
+d)`` and ``(width,)``, with ``width`` 1 for two classes (the score of
+``classes_[1]``) and ``C`` otherwise.
+"""
+
+import warnings
+
+import numpy as np
+import torch
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+
+from ..training._stopping import significantly_lower
+from ..training._units import rms_scale
+from ._heads import lda_skip
+
+LINEAR_STARTS = ("lda", "shrinkage_lda", "logistic")
+
+# Folds of the cross-validation that compares the linear starts (fewer when
+# a class has fewer samples), and the standard errors by which a regularised
+# start must beat LDA there.
+N_FOLDS = 5
+N_STANDARD_ERRORS = 1.0
+# ... and by this fraction of LDA's loss: a start that is LDA up to a small
+# shrinkage has paired differences so consistent that one standard error is
+# tiny (two Gaussian classes in 2-D, 200 points: shrinkage LDA won by 2.3%
+# in one split and lost in another). Where LDA is poor the gain is large:
+# 47% on breast cancer, 60% on digits, 99% on 625-pixel faces.
+MIN_RELATIVE_GAIN = 0.05
+
+
+def linear_skip(name: str, X: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``coef_`` and ``intercept_`` of the linear start ``name`` fitted on ``(X, labels)``.
+
+    ``labels`` are class indices ``0..C-1``; the shapes are scikit-learn's,
+    ``(1, d)`` and ``(1,)`` for two classes, ``(C, d)`` and ``(C,)`` otherwise.
+    """
+    if name == "lda":
+        return lda_skip(X, labels)
+    # fitted at unit root-mean-square and mapped back, as lda_skip does: the
+    # power of two rounds nothing, and float32 data near 1e20 stays finite
+    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    X = np.asarray(X, dtype=np.float64) / scale
+    if name == "shrinkage_lda":
+        model = LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto").fit(X, labels)
+    elif name == "logistic":
+        with warnings.catch_warnings():
+            # a start that has not converged is judged by its held-out loss
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = LogisticRegression(max_iter=1000).fit(X, labels)
+    else:
+        raise ValueError(f"Unknown linear start {name!r}; expected one of {LINEAR_STARTS}.")
+    return model.coef_ / scale, model.intercept_.astype(np.float64)
+
+
+def linear_scores(coef: np.ndarray, intercept: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Scores ``X coef^T + intercept`` (n, width)."""
+    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
+def score_losses(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-sample log-loss of scores (n, 1) (logistic) or logits (n, C) (cross-entropy)."""
+    if scores.shape[1] == 1:
+        signs = 2.0 * labels - 1
+        return np.logaddexp(0.0, -signs * scores[:, 0])
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    log_normaliser = np.log(np.exp(shifted).sum(axis=1))
+    return log_normaliser - shifted[np.arange(len(labels)), labels]
+
+
+def cross_validated_scores(
+    X: np.ndarray, labels: np.ndarray, random_state: int, names=LINEAR_STARTS
+) -> dict:
+    """Out-of-fold scores (n, width) of each linear start, on stratified folds.
+
+    Every row is scored by the start fitted without its fold: ``N_FOLDS``
+    folds, or as many as the smallest class has samples (at least 2).
+    """
+    n_folds = max(2, min(N_FOLDS, int(np.bincount(labels).min())))
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state).split(X, labels)
+    width = 1 if labels.max() == 1 else int(labels.max()) + 1
+    scores = {name: np.empty((len(X), width)) for name in names}
+    for train, test in folds:
+        for name in names:
+            coef, intercept = linear_skip(name, X[train], labels[train])
+            scores[name][test] = linear_scores(coef, intercept, X[test])
+    return scores
+
+
+def best_linear_start(
+    X: np.ndarray, labels: np.ndarray, random_state: int
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """The linear start: LDA unless another start's cross-validated log-loss
+    is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``.
+
+    The one-standard-error rule keeps the paper's linear special case where
+    the data cannot tell the starts apart: on wine (178 samples), picking the
+    lowest cross-validated loss chose a regularised start in 2 folds of 5 and
+    cost 1.1 points of accuracy and 70% more log-loss than LDA.
+
+    Returns its name, its out-of-fold scores (n, width) and their per-sample
+    losses (n,).
+    """
+    scores = cross_validated_scores(X, labels, random_state)
+    losses = {name: score_losses(value, labels) for name, value in scores.items()}
+    finite = [name for name in LINEAR_STARTS if np.all(np.isfinite(losses[name]))]
+    best = "lda"
+    others = [name for name in finite if name != "lda"]
+    if others:
+        challenger = min(others, key=lambda name: losses[name].mean())
+        lda, other = losses.get("lda"), losses[challenger]
+        if "lda" not in finite or (
+            other.mean() < (1 - MIN_RELATIVE_GAIN) * lda.mean()
+            and significantly_lower(torch.as_tensor(other), torch.as_tensor(lda), N_STANDARD_ERRORS)
+        ):
+            best = challenger
+    return best, scores[best], losses[best]
