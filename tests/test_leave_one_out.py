@@ -72,17 +72,23 @@ def test_denoiser_training_queries_leave_their_own_token_out(kind, supervised, m
     assert sum(excluded) > 0
 
 
-def test_classifier_training_queries_leave_their_own_token_out(monkeypatch):
-    X, _ = _data()
-    y = (X[:, 0] > 0).astype(int)
-    n_features = X.shape[1]
+def _watch_classifier_scores(monkeypatch, owner, n_features):
+    """Record, for every ``owner.classifier_scores`` call, how many queries had
+    their own token excluded (after checking that exactly it was)."""
     excluded = []
 
     def check(parameters, features, prompt, exclude, batch_size):
         # prompt tokens are (x_i, label_i): a query's own token has its x
         excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
 
-    _watch(monkeypatch, classifier_objective, "classifier_scores", check)
+    _watch(monkeypatch, owner, "classifier_scores", check)
+    return excluded
+
+
+def test_classifier_training_queries_leave_their_own_token_out(monkeypatch):
+    X, _ = _data()
+    y = (X[:, 0] > 0).astype(int)
+    excluded = _watch_classifier_scores(monkeypatch, classifier_objective, X.shape[1])
     SoftmaxAttentionClassifier(
         head="bilinear",
         max_iter=3,
@@ -99,12 +105,6 @@ def test_kernel_heads_vote_without_the_query_own_label(monkeypatch):
     with it, the smallest bandwidth would read the query's own label."""
     X, _ = _data()
     y = (X[:, 0] > 0).astype(int)
-    n_features = X.shape[1]
-    excluded = []
-
-    def check(parameters, features, prompt, exclude, batch_size):
-        excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
-
-    _watch(monkeypatch, kernel_head, "classifier_scores", check)
+    excluded = _watch_classifier_scores(monkeypatch, kernel_head, X.shape[1])
     SoftmaxAttentionClassifier(head="kernel", prompt_size=150, random_state=0).fit(X, y)
     assert len(excluded) == len(kernel_head.BANDWIDTH_FACTORS) and min(excluded) > 0

@@ -693,12 +693,7 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
         train_rows, validation_rows = validation_split(
             len(X), early_stopping, self.validation_fraction, random_state, labels
         )
-        prompt_indices = choose_prompt(len(X), self.prompt_size, random_state, train_rows)
-        if len(np.unique(labels[prompt_indices])) < n_classes:
-            raise ValueError(
-                f"The prompt of prompt_size={self.prompt_size} misses a class; use a larger "
-                "prompt_size."
-            )
+        prompt_indices = self._prompt(labels, n_classes, random_state, train_rows)
         head_seed = random_state.randint(2**31 - 1)
 
         def starts_on_training_rows(names=None):
@@ -794,21 +789,18 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
     def _fit_kernel_heads(self, X, labels, classes, random_state, device):
         """The linear start, then kernel heads on top where they beat it (see Notes)."""
         n_classes = len(classes)
-        prompt_indices = choose_prompt(len(X), self.prompt_size, random_state)
-        if len(np.unique(labels[prompt_indices])) < n_classes:
-            raise ValueError(
-                f"The prompt of prompt_size={self.prompt_size} misses a class; use a larger "
-                "prompt_size."
-            )
+        prompt_indices = self._prompt(labels, n_classes, random_state)
         seed = random_state.randint(2**31 - 1)
-        if self.init == "lda":
-            linear = "lda"
-            linear_scores = cross_validated_scores(X, labels, seed, ("lda",))["lda"]
-        else:
+        linear, linear_scores = "lda", None
+        if self.init == "auto":
             linear, linear_scores, _ = best_linear_start(X, labels, seed)
         skip, intercept = linear_skip(linear, X, labels)
+        # heads that read out exactly 0 unless the grid search keeps them
+        heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
         kept = False
         if self.max_iter > 0:
+            if linear_scores is None:
+                linear_scores = cross_validated_scores(X, labels, seed, ("lda",))["lda"]
             heads, kernel_losses, linear_losses = fit_kernel_heads(
                 X,
                 labels,
@@ -826,17 +818,24 @@ class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
                     f"{linear_losses.mean():.4f}; with kernel heads {kernel_losses.mean():.4f}"
                     f" -> {'kernel heads' if kept else 'linear start'} kept"
                 )
-        if not kept:  # heads that read out exactly 0 (still at their fitted bandwidths)
-            bandwidths = [1.0] * self.n_heads
-            if self.max_iter > 0:
-                bandwidths = 1.0 / np.sqrt(heads["U11"][:, 0, 0])
-            heads = kernel_heads(X.shape[1], n_classes, bandwidths, [0.0] * self.n_heads)
+            if not kept:  # at their fitted bandwidths, reading out nothing
+                heads["v22"] = np.zeros_like(heads["v22"])
         heads.update(skip=skip, intercept=intercept)
         self._set_fitted(heads, classes, X, labels, prompt_indices, device)
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}
         self.n_iter_ = int(self.max_iter > 0)  # the grid search, one pass
+
+    def _prompt(self, labels, n_classes, random_state, rows=None):
+        """``choose_prompt``'s rows, checked to hold every class."""
+        prompt_indices = choose_prompt(len(labels), self.prompt_size, random_state, rows)
+        if len(np.unique(labels[prompt_indices])) < n_classes:
+            raise ValueError(
+                f"The prompt of prompt_size={self.prompt_size} misses a class; use a larger "
+                "prompt_size."
+            )
+        return prompt_indices
 
     def _set_fitted(self, parameters, classes, X, labels, prompt_indices, device):
         for name, value in parameters.items():

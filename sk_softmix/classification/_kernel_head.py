@@ -25,6 +25,7 @@ import torch
 
 from ..attention._device import as_tensor
 from ..training._stopping import significantly_lower
+from ..training._validation import prompt_positions
 from ._heads import classifier_scores, classifier_tokens, label_width
 from ._linear_starts import score_losses
 
@@ -140,8 +141,7 @@ def fit_kernel_heads(
     rows = np.arange(n)
     if n > MAX_TUNING_QUERIES:
         rows = np.sort(random_state.choice(n, MAX_TUNING_QUERIES, replace=False))
-    positions = np.full(n, -1, dtype=np.int64)
-    positions[prompt_indices] = np.arange(len(prompt_indices))
+    positions = prompt_positions(prompt_indices, n)
     features = as_tensor(X, device, torch.float32)
     targets = as_tensor(labels, device)
     prompt_rows = as_tensor(prompt_indices, device)

@@ -29,7 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from ..training._stopping import significantly_lower
 from ..training._units import rms_scale
-from ._heads import lda_skip
+from ._heads import classification_losses, lda_skip
 
 LINEAR_STARTS = ("lda", "shrinkage_lda", "logistic")
 
@@ -76,13 +76,12 @@ def linear_scores(coef: np.ndarray, intercept: np.ndarray, X: np.ndarray) -> np.
 
 
 def score_losses(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Per-sample log-loss of scores (n, 1) (logistic) or logits (n, C) (cross-entropy)."""
-    if scores.shape[1] == 1:
-        signs = 2.0 * labels - 1
-        return np.logaddexp(0.0, -signs * scores[:, 0])
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    log_normaliser = np.log(np.exp(shifted).sum(axis=1))
-    return log_normaliser - shifted[np.arange(len(labels)), labels]
+    """Per-sample log-loss of scores (n, 1) (logistic) or logits (n, C) (cross-entropy),
+    in float64: :func:`~._heads.classification_losses` on NumPy arrays."""
+    losses = classification_losses(
+        torch.as_tensor(scores, dtype=torch.float64), torch.as_tensor(labels, dtype=torch.long)
+    )
+    return losses.numpy()
 
 
 def cross_validated_scores(
