@@ -43,7 +43,18 @@ ATTENTION_EXPECTED_FAILURES = dict.fromkeys(
 
 
 def expected_failures(estimator):
-    if isinstance(estimator, SoftmaxAttentionDenoiser | LinearAttentionDenoiser):
+    """The leave-one-out checks fail wherever the fitted model attends to its
+    prompt: linear-attention stacks, one plain softmax head (it has no
+    affine start to fall back on) and heads kept without validation
+    (``early_stopping=False``). The default softmax denoiser keeps the
+    affine map on the checks' data, where its heads do not beat it on held-out
+    points, and passes them: listing them there would be a reason that does
+    not hold."""
+    if isinstance(estimator, LinearAttentionDenoiser):
+        return ATTENTION_EXPECTED_FAILURES
+    if isinstance(estimator, SoftmaxAttentionDenoiser) and (
+        estimator.early_stopping is False or not (estimator.residual or estimator.n_heads >= 2)
+    ):
         return ATTENTION_EXPECTED_FAILURES
     return {}
 
@@ -54,7 +65,9 @@ def expected_failures(estimator):
         SoftmaxAttentionDenoiser(
             n_heads=1, residual=False, noise_variance=0.01, max_iter=5, random_state=0
         ),
-        SoftmaxAttentionDenoiser(key_bias="norm", noise_variance=0.01, max_iter=5, random_state=0),
+        SoftmaxAttentionDenoiser(
+            key_bias="norm", early_stopping=False, noise_variance=0.01, max_iter=5, random_state=0
+        ),
         LinearAttentionDenoiser(noise_variance=0.01, max_iter=5, random_state=0),
         LinearAttentionDenoiser(
             n_layers=2, residual=False, noise_variance=0.01, max_iter=5, random_state=0

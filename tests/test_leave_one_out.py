@@ -18,6 +18,8 @@ from sk_softmix import (
 )
 from sk_softmix.classification import _kernel_head as kernel_head
 from sk_softmix.classification import _objective as classifier_objective
+from sk_softmix.denoising import _kernel_head as denoising_kernel_head
+from sk_softmix.training._units import rms_scale
 
 
 def _check_own_token_excluded(queries, keys, exclude):
@@ -61,8 +63,15 @@ def test_denoiser_training_queries_leave_their_own_token_out(kind, supervised, m
 
     _watch(monkeypatch, kind, "_forward", check)
     _watch(monkeypatch, kind, "_forward_and_divergence", check)
+    # the paper's heads, trained (the default's kernel heads are watched below)
+    head = {"head": "bilinear"} if kind is SoftmaxAttentionDenoiser else {}
     denoiser = kind(
-        max_iter=3, noise_variance=1.0, prompt_size=150, early_stopping=True, random_state=0
+        max_iter=3,
+        noise_variance=1.0,
+        prompt_size=150,
+        early_stopping=True,
+        random_state=0,
+        **head,
     )
     denoiser.fit(noisy, clean if supervised else None)
     # the training steps did meet queries in their own prompt
@@ -70,6 +79,50 @@ def test_denoiser_training_queries_leave_their_own_token_out(kind, supervised, m
     excluded.clear()
     denoiser.fit_transform(noisy, clean if supervised else None)
     assert sum(excluded) > 0
+
+
+def test_denoiser_kernel_heads_leave_each_training_target_out(monkeypatch):
+    """The default supervised denoiser votes clean targets: a training query
+    (noisy) must not see its own clean target, while choosing the bandwidths
+    and in fit_transform. Queries and tokens differ by the noise, so each
+    query's own target is found by row: the prompt of ``prompt_size`` rows
+    is ``clean[prompt_indices_]``."""
+    clean, noisy = _data()
+    scale = rms_scale(noisy)  # the bandwidths are chosen in these units
+    excluded = []
+
+    def check(queries, targets, bandwidths, exclude=None):
+        # each tuning query is a noisy row: find it, then its own target's row
+        distances = np.abs(queries.double().numpy()[:, None] * scale - noisy[None]).max(-1)
+        rows = distances.argmin(axis=1)
+        assert distances.min(axis=1).max() < 1e-5
+        positions = np.full(len(noisy), -1)
+        positions[prompt_indices] = np.arange(len(prompt_indices))
+        np.testing.assert_array_equal(exclude.cpu().numpy(), positions[rows])
+        np.testing.assert_allclose(
+            targets.double().numpy() * scale, clean[prompt_indices], rtol=1e-6
+        )
+        excluded.append(int((positions[rows] >= 0).sum()))
+
+    denoiser = SoftmaxAttentionDenoiser(prompt_size=150, random_state=0)
+    # the prompt's rows, known after one fit with the same seed
+    prompt_indices = denoiser.fit(noisy, clean).prompt_indices_
+    _watch(monkeypatch, denoising_kernel_head, "target_votes", check)
+    denoiser.fit(noisy, clean)
+    assert sum(excluded) > 0
+    # fit_transform: the engine gets each training row's own position
+    seen = []
+
+    def forward_check(self, parameters, queries, prompt, exclude):
+        np.testing.assert_array_equal(prompt.cpu().numpy(), clean[self.prompt_indices_])
+        positions = np.full(len(noisy), -1)
+        positions[self.prompt_indices_] = np.arange(len(self.prompt_indices_))
+        np.testing.assert_array_equal(exclude.cpu().numpy(), positions[: len(exclude)])
+        seen.append(int((exclude >= 0).sum()))
+
+    _watch(monkeypatch, SoftmaxAttentionDenoiser, "_forward", forward_check)
+    denoiser.fit_transform(noisy, clean)
+    assert denoiser.init_ == "kernel" and sum(seen) == 150
 
 
 def _watch_classifier_scores(monkeypatch, owner, n_features):

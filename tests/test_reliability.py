@@ -44,7 +44,9 @@ class _InterruptAfter:
 
 
 ESTIMATORS = [
-    SoftmaxAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
+    SoftmaxAttentionDenoiser(
+        head="bilinear", max_iter=10, solver="adam", device="cpu", random_state=0
+    ),
     LinearAttentionDenoiser(max_iter=10, solver="adam", device="cpu", random_state=0),
     SoftmaxAttentionClassifier(
         head="bilinear", max_iter=10, solver="adam", device="cpu", random_state=0
@@ -111,7 +113,9 @@ def _record_chunk_sizes(monkeypatch):
 def test_a_million_queries_stream_in_chunks(monkeypatch):
     """transform never holds more than transform_batch_size x L scores at once."""
     Z, X, _ = make_gaussian_mixture(500, **FIGURE_2, random_state=0)
-    denoiser = SoftmaxAttentionDenoiser(max_iter=0, transform_batch_size=4_096, device="cpu")
+    denoiser = SoftmaxAttentionDenoiser(
+        head="bilinear", max_iter=0, transform_batch_size=4_096, device="cpu"
+    )
     denoiser.fit(Z, X)
     queries = np.random.default_rng(1).normal(size=(1_000_000, 2)).astype(np.float32) * 3
     largest = _record_chunk_sizes(monkeypatch)

@@ -1,6 +1,7 @@
 """Denoisers: attention over a prompt of noisy points, and the Bayes baselines.
 
-_softmax           SoftmaxAttentionDenoiser (its starts in _softmax_starts)
+_softmax           SoftmaxAttentionDenoiser (its starts in _softmax_starts,
+                   its kernel heads over clean targets in _kernel_head)
 _linear            LinearAttentionDenoiser
 _gaussian_mixture  GaussianMixtureDenoiser, the plug-in Bayes denoiser
 _bayes             BayesDenoiser, the exact posterior mean of a known mixture

@@ -120,6 +120,14 @@ class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
         """
         raise NotImplementedError
 
+    def _uses_kernel_heads(self, y, partial, first) -> bool:
+        """Whether ``fit`` fits kernel heads over the clean targets ``y``
+        (``_fit_kernel_heads``) instead of training from the starts."""
+        return False
+
+    def _fit_kernel_heads(self, X, y, noise_variance, random_state, device):
+        raise NotImplementedError
+
     def _start_names(self) -> tuple:
         return self._auto_starts() if self.init == "auto" else (self.init,)
 
@@ -237,6 +245,8 @@ class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
             Noisy observations of another task to attend over instead of the
             fitted prompt: the weights store what tasks share, the prompt
             supplies what is specific (in-context denoising, no retraining).
+            A model with kernel heads (``head_ == "kernel"``) attends over
+            clean points: its prompt must hold clean points too.
 
         Returns
         -------
@@ -350,6 +360,9 @@ class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
         )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
+        if self._uses_kernel_heads(y, partial, first):
+            self._fit_kernel_heads(X, y, noise_variance, random_state, device)
+            return
         if partial:
             self._partial_fit(X, y, noise_variance, first, random_state, device)
             return

@@ -1,14 +1,16 @@
 """Empirical-Bayes denoiser: a Gaussian mixture fitted to the noisy data."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.mixture import GaussianMixture
+from sklearn.model_selection import KFold
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from ..theory._mixture import psd_part
+from ..theory._mixture import posterior_divergence, posterior_mean, psd_part
 from ..training._units import checked_scale
 from ..training._validation import (
     FLOAT_DTYPES,
@@ -66,10 +68,30 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
             default="kmeans"
         EM initialisation, passed to ``GaussianMixture``.
     random_state : int, RandomState instance or None, default=None
-        Seed of the EM initialisation, passed to ``GaussianMixture``.
+        Seed of the EM initialisation, passed to ``GaussianMixture``, and
+        of the held-out split of ``fallback``.
+    fallback : bool, default=True
+        Keep the mixture only where it beats one Gaussian on held-out
+        points. One full-covariance Gaussian's plug-in is the Wiener map
+        ``z -> zbar + (S - xi^2 I)_+ S^{-1} (z - zbar)``, the best affine
+        denoiser, the linear special case of every mixture. Both are
+        cross-validated over ``cv`` folds, each point scored by the models
+        fitted without it: by the squared error against clean targets ``y``
+        when ``fit`` gets them, else by Stein's unbiased risk estimate. The
+        mixture is kept if its mean score is lower, and the model kept is
+        then refitted on every point. Where a fold's training part would
+        hold fewer points than components (or ``X`` fewer points than
+        ``cv``), the mixture is kept unchecked. ``False``: always the
+        mixture.
+    cv : int, default=5
+        Folds of ``fallback``'s cross-validation.
 
     Attributes
     ----------
+    n_components_ : int
+        Components of the mixture kept: ``n_components``, or 1 (with a full
+        covariance, whatever ``covariance_type``) where ``fallback`` kept
+        one Gaussian.
     gmm_ : GaussianMixture
         The mixture fitted to the noisy data divided by ``scale_``.
     scale_ : float
@@ -107,6 +129,12 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
     ``E[X|Z=z] = sum_k beta_k(z) (m_k + Gamma_k S_k^{-1} (z - m_k))``,
     ``beta_k(z)`` proportional to ``pi_k N(z; m_k, S_k)``.
 
+    A mixture of many full covariances in many dimensions overfits: on noisy
+    digits (64 pixels, noise 0.5, 1,257 points) 10 components denoised 2.2
+    dB worse than the Wiener map, and a classifier on their output lost 18
+    points of accuracy against one on the noisy pixels. Hence
+    ``fallback``, which keeps the Wiener map there.
+
     When a fitted ``S_k`` has a direction of variance below ``xi^2`` the data
     show no signal there, and clipping ``S_k - xi^2 I`` at zero makes the
     denoiser shrink that direction fully onto ``m_k``. Cost of ``transform``:
@@ -142,6 +170,8 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         "n_init": [Count(1)],
         "init_params": [StrOptions({"kmeans", "k-means++", "random", "random_from_data"})],
         "random_state": ["random_state"],
+        "fallback": ["boolean"],
+        "cv": [Interval(Integral, 2, None, closed="left")],
     }
 
     def __init__(
@@ -155,6 +185,8 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         n_init=1,
         init_params="kmeans",
         random_state=None,
+        fallback=True,
+        cv=5,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -165,6 +197,8 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         self.n_init = n_init
         self.init_params = init_params
         self.random_state = random_state
+        self.fallback = fallback
+        self.cv = cv
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -175,9 +209,11 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Noisy observations.
         y : array-like of shape (n_samples, n_features), default=None
-            Clean counterparts of ``X``: used only to estimate
-            ``noise_variance`` (the mean square of ``X - y``) when it is
-            ``None``. Any other ``y`` (a Pipeline's labels) is ignored.
+            Clean counterparts of ``X``: they estimate ``noise_variance``
+            (the mean square of ``X - y``) when it is ``None``, and
+            ``fallback`` scores on them instead of on Stein's estimate. The
+            mixture itself is fitted to ``X`` alone. Any other ``y`` (a
+            Pipeline's labels) is ignored.
 
         Returns
         -------
@@ -207,33 +243,65 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
                     f"{self.n_components} needs at least that many samples; got "
                     f"n_samples={n_samples}."
                 )
-            gmm = GaussianMixture(
-                n_components=self.n_components,
-                covariance_type=self.covariance_type,
-                tol=self.tol * n_features,  # GaussianMixture's tol is per sample
-                reg_covar=self.reg_covar,
-                max_iter=self.max_iter,
-                n_init=self.n_init,
-                init_params=self.init_params,
-                random_state=self.random_state,
-            )
             # EM in float64 even for float32 input: the posterior is computed
             # in float64 from these parameters anyway.
             scale = checked_scale(X, type(self).__name__)
-            gmm.fit(X.astype(np.float64, copy=False) / scale)
-            noisy = expand_covariances(
-                gmm.covariances_, self.covariance_type, self.n_components, n_features
-            ) * (scale * scale)
             warn_if_misspecified(noisy_variance(X), xi2, type(self).__name__, trains=False)
+            units = X.astype(np.float64, copy=False) / scale
+            shape = (self.n_components, self.covariance_type)
+            if (
+                self.fallback
+                and self.n_components > 1
+                and not self._mixture_validates(
+                    units, None if clean is None else clean / scale, xi2 / scale**2
+                )
+            ):
+                shape = (1, "full")
+            gmm = self._mixture(*shape, n_features).fit(units)
             self.gmm_ = gmm
             self.scale_ = scale
-            self.means_ = np.array(gmm.means_, dtype=np.float64) * scale
-            self.weights_ = np.array(gmm.weights_, dtype=np.float64)
-            self.noisy_covariances_ = noisy
-            self.signal_covariances_ = psd_part(noisy - xi2 * np.eye(n_features))
+            self.n_components_ = shape[0]
+            self.means_, self.weights_, self.noisy_covariances_, self.signal_covariances_ = (
+                _plug_in(gmm, shape[1], xi2, scale)
+            )
             self.noise_variance_ = xi2
             self.n_iter_ = int(gmm.n_iter_)
         return self
+
+    def _mixture(self, n_components, covariance_type, n_features):
+        return GaussianMixture(
+            n_components=n_components,
+            covariance_type=covariance_type,
+            tol=self.tol * n_features,  # GaussianMixture's tol is per sample
+            reg_covar=self.reg_covar,
+            max_iter=self.max_iter,
+            n_init=self.n_init,
+            init_params=self.init_params,
+            random_state=self.random_state,
+        )
+
+    def _mixture_validates(self, Z, clean, xi2):
+        """Whether the mixture beats one Gaussian out of fold (``fallback``).
+
+        ``Z`` (and ``clean``, ``xi2``) in units of the data's root-mean-square.
+        """
+        n_samples, n_features = Z.shape
+        if n_samples - n_samples // self.cv < max(self.n_components, 2) or n_samples < self.cv:
+            return True
+        seed = check_random_state(self.random_state).randint(2**31 - 1)
+        losses = np.zeros((2, n_samples))
+        for kept, held in KFold(self.cv, shuffle=True, random_state=seed).split(Z):
+            for row, shape in enumerate([(self.n_components, self.covariance_type), (1, "full")]):
+                gmm = self._mixture(*shape, n_features).fit(Z[kept])
+                parameters = _plug_in(gmm, shape[1], xi2, 1.0)
+                denoised = posterior_mean(Z[held], *parameters)
+                if clean is None:  # Stein's unbiased risk estimate, per point
+                    divergence = posterior_divergence(Z[held], *parameters)
+                    residual = np.sum((denoised - Z[held]) ** 2, axis=1)
+                    losses[row, held] = residual - n_features * xi2 + 2 * xi2 * divergence
+                else:
+                    losses[row, held] = np.sum((denoised - clean[held]) ** 2, axis=1)
+        return losses[0].mean() < losses[1].mean()
 
     def _posterior_parameters(self):
         return (
@@ -242,6 +310,17 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
             self.noisy_covariances_,
             self.signal_covariances_,
         )
+
+
+def _plug_in(gmm, covariance_type, noise_variance, scale):
+    """Means, weights, noisy and signal covariances of a mixture fitted to
+    data divided by ``scale``, in the data's units (``_posterior_parameters``)."""
+    n_components, n_features = gmm.means_.shape
+    noisy = expand_covariances(gmm.covariances_, covariance_type, n_components, n_features)
+    noisy = noisy * (scale * scale)
+    signal = psd_part(noisy - noise_variance * np.eye(n_features))
+    means = np.array(gmm.means_, dtype=np.float64) * scale
+    return means, np.array(gmm.weights_, dtype=np.float64), noisy, signal
 
 
 def expand_covariances(

@@ -1,5 +1,6 @@
 """SoftmaxAttentionDenoiser: softmax heads over a prompt of noisy observations."""
 
+import numpy as np
 import torch
 from sklearn.utils._param_validation import StrOptions
 
@@ -8,9 +9,16 @@ from ..attention._heads import combine_heads
 from ..attention._kernels import _CLOSED_FORM_MAX_FEATURES
 from ..attention._key_terms import _with_key_terms
 from ..attention._softmax import attention_covariance, attention_trace, softmax_attention
-from ..training._validation import Count
+from ..theory.affine_maps import best_affine_map
+from ..training._units import rms_scale
+from ..training._validation import Count, choose_prompt
 from ._base import AttentionDenoiserBase
+from ._kernel_head import fit_target_kernel_heads, heads_beat_affine, kernel_denoiser_parameters
 from ._softmax_starts import softmax_starts
+
+# The fitted parameters of kernel heads over the clean targets: key-norm
+# heads, a skip map and an intercept (_kernel_head.kernel_denoiser_parameters).
+KERNEL_PARAMETERS = ("U", "V", "skip", "b", "W", "intercept")
 
 
 class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
@@ -28,16 +36,43 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     ``V_h`` are the interaction and value matrices of head ``h`` and ``A`` is a
     learned skip map (``residual=True``) or zero (``residual=False``).
 
-    By default (``init="auto"``) the denoiser trains from the paper's
-    construction (and, with several residual heads, from the best affine
-    map) and keeps the result only where a held-out part of the training
-    data shows it beats the best affine map (a Wiener filter), its linear
-    special case, which it keeps otherwise (see Notes).
+    By default, given clean targets ``y``, the prompt is those targets and
+    the heads are Gaussian kernels over them (the posterior mean of their
+    empirical distribution) blended with the best affine map, kept only
+    where leave-one-out error shows they beat it. Without clean targets the
+    denoiser trains the paper's heads by Stein's unbiased risk estimate from
+    the paper's construction (and, with several residual heads, from the
+    best affine map) and keeps the result only where a held-out part of the
+    training data shows it beats the best affine map (a Wiener filter), its
+    linear special case, which it keeps otherwise (see Notes).
 
     Parameters
     ----------
     n_heads : int, default=2
         Number of softmax heads.
+    head : {"auto", "kernel", "bilinear"}, default="auto"
+        The heads and their prompt.
+
+        - ``"bilinear"``: the paper's heads over the noisy training points,
+          scores ``z_i^T U_h z`` (with ``key_bias``, its terms), trained
+          from ``init`` by the ``solver``.
+        - ``"kernel"``: needs clean targets ``y``. The prompt is the clean
+          targets ``x_i``, each head has the key norm ``W_h = U_h = I /
+          h_h^2`` and ``V_h = w_h I``, so that it returns ``w_h`` times the
+          Gaussian-kernel average ``sum_i softmax_i(-||z - x_i||^2 / (2
+          h_h^2)) x_i``, and the skip map and intercept are ``(1 - sum_h
+          w_h)`` times the best affine map's: a blend of the affine map
+          and kernel regression onto the clean targets. At ``h^2 = xi^2``
+          a head is the posterior mean of the targets' empirical
+          distribution. Bandwidths and weights are chosen by leave-one-out
+          squared error, greedily head by head (user guide, "Kernel heads
+          over clean targets"); they are kept only where they beat the
+          affine map by two standard errors (``early_stopping``).
+          ``key_bias``, ``n_components``, ``solver`` and the training
+          parameters do not apply; ``max_iter=0`` keeps the affine map.
+        - ``"auto"``: ``"kernel"`` when ``fit`` gets clean targets, with
+          ``init="auto"`` and ``residual=True``; else ``"bilinear"``.
+          ``partial_fit`` always trains bilinear heads.
     residual : bool, default=True
         ``True``: residual heads combined by an output map, written as the
         learned skip ``A`` plus the heads (the in-context form of
@@ -45,10 +80,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         Theorem 4.1.
     noise_variance : float, default=None
         Variance ``xi^2`` of the Gaussian noise in ``X``, used by the starts
-        and, when ``fit`` gets no clean targets, by training on Stein's
-        unbiased risk estimate. When omitted and clean targets ``y`` are
-        given, it is estimated as the mean square of ``X - y`` (which is the
-        noise itself).
+        (and the kernel heads' bandwidth grid) and, when ``fit`` gets no
+        clean targets, by training on Stein's unbiased risk estimate. When
+        omitted and clean targets ``y`` are given, it is estimated as the
+        mean square of ``X - y`` (which is the noise itself).
     init : {"auto", "linear", "bayes", "random"}, default="auto"
         Where training starts.
 
@@ -119,15 +154,17 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         costs at most 2**23 query-token-head-feature products (about 15 ms),
         ``"adam"`` above. ``partial_fit`` always uses Adam.
     early_stopping : "auto" or bool, default="auto"
-        Hold out ``validation_fraction`` of the training points, train on
-        the rest, and score the held-out points: the squared error against
-        ``y``, or Stein's unbiased risk estimate without it. A trained start
-        replaces the untrained linear start when it scores lower there.
-        Each start trains to its end (Adam's schedule, L-BFGS's convergence
-        test) and keeps its final parameters. ``"auto"`` holds out whenever
-        at least 2 points are left on each side, and otherwise keeps the
-        linear start untrained; ``False`` trains on every point and keeps
-        the start of lowest training loss.
+        For kernel heads: ``False`` keeps the heads without comparing them
+        with the affine map. For bilinear heads: hold out
+        ``validation_fraction`` of the training points, train on the rest,
+        and score the held-out points: the squared error against ``y``, or
+        Stein's unbiased risk estimate without it. A trained start replaces
+        the untrained linear start when it scores lower there. Each start
+        trains to its end (Adam's schedule, L-BFGS's convergence test) and
+        keeps its final parameters. ``"auto"`` holds out whenever at least 2
+        points are left on each side, and otherwise keeps the linear start
+        untrained; ``False`` trains on every point and keeps the start of
+        lowest training loss.
     validation_fraction : float, default=0.1
         Fraction of the training points held out by ``early_stopping``.
     tol : float, default=None
@@ -165,7 +202,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     Attributes
     ----------
     prompt_ : ndarray of shape (L, n_features)
-        The prompt: noisy training points every query attends over.
+        The prompt every query attends over: the noisy training points,
+        or for kernel heads their clean targets.
     prompt_indices_ : ndarray of shape (L,)
         Rows of the training ``X`` that form the prompt.
     U_ : ndarray of shape (n_heads, n_features, n_features)
@@ -183,9 +221,12 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         ``residual=True``.
     noise_variance_ : float
         The noise variance used (given, or estimated from ``X - y``).
+    head_ : {"kernel", "bilinear"}
+        The kind of heads fitted (``head``, resolved).
     init_ : str
         The start whose parameters were kept: ``"linear"`` when the linear
-        start won the validation or training never ran.
+        start (the best affine map) won the validation or training never
+        ran; ``"kernel"`` when kernel heads were kept.
     history_ : ndarray of shape (`n_iter_`,)
         Training loss of the kept run per iteration, per entry and in the
         data's units (the square of ``X``'s, whatever scale training ran
@@ -250,6 +291,23 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     the Wiener map on noisy digits, where the trained construction is about
     65% worse.
 
+    **Kernel heads over clean targets** (the default with ``y``). With the
+    clean targets ``x_i`` as tokens, a head with key norm ``W = U = I / h^2``
+    scores ``z^T x_i / h^2 - ||x_i||^2 / (2 h^2)``, which is ``-||z -
+    x_i||^2 / (2 h^2)`` up to a term of the query alone; at ``h^2 = xi^2`` it
+    is ``E[X | Z = z]`` for ``X`` drawn from the targets, the Bayes denoiser
+    of their empirical distribution, a softmax-gated mixture of one constant
+    expert per target (Proposition 2.1). A finite sample makes that prior
+    spiky, so the bandwidths (quarter octaves from ``xi / 2`` to ``16 xi``,
+    or to four times the targets' spacing) and the blend weights with the
+    affine map (non-negative least squares) are chosen by leave-one-out on
+    up to 2,000 training queries, each voting without its own target and
+    compared with the affine map's out-of-fold prediction. On noisy digits
+    (pixels / 16, noise 0.3 and 0.5, 70/30 split) this is 1.9 and 1.6 dB
+    above the best affine map, in under a second; on Gaussian data, where
+    the affine map is Bayes, the heads are not kept and ``transform`` is
+    the affine map, at its cost.
+
     Training runs in float32 on data divided by its root-mean-square (an
     exact symmetry: ``U`` scales by the inverse square), with each training
     query left out of its own prompt. ``transform`` costs
@@ -309,6 +367,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
 
     _parameter_constraints: dict = {
         **AttentionDenoiserBase._parameter_constraints,
+        "head": [StrOptions({"auto", "kernel", "bilinear"})],
         "n_components": [Count(1)],
         "key_bias": [StrOptions({"offset", "norm"}), None],
     }
@@ -322,6 +381,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         self,
         n_heads=2,
         *,
+        head="auto",
         residual=True,
         noise_variance=None,
         init="auto",
@@ -342,6 +402,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         verbose=0,
     ):
         self.n_heads = n_heads
+        self.head = head
         self.residual = residual
         self.noise_variance = noise_variance
         self.init = init
@@ -369,6 +430,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         return n_queries * prompt_length * self.n_heads
 
     def _parameter_names(self):
+        if getattr(self, "head_", "bilinear") == "kernel":
+            return KERNEL_PARAMETERS
         names = ("U", "V", "skip") if self.residual else ("U", "V")
         if self.key_bias is not None:
             names += ("b",) + (("W",) if self.key_bias == "norm" else ())
@@ -438,3 +501,98 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     def _has_linear_start(self):
         # one plain head cannot carry a constant and a linear map at once
         return self.residual or self.n_heads >= 2
+
+    # -- kernel heads over the clean targets (head="kernel") ---------------------
+
+    def _uses_kernel_heads(self, y, partial, first):
+        if partial:
+            if self.head == "kernel" or (
+                not first and getattr(self, "head_", "bilinear") == "kernel"
+            ):
+                raise ValueError(
+                    "partial_fit trains the paper's bilinear heads over noisy prompts; "
+                    "kernel heads over clean targets are fitted by fit alone. Use "
+                    "head='auto' or 'bilinear', and call fit (or clone the estimator) "
+                    "to start anew."
+                )
+            return False
+        # a fresh fit: the previous fit's kind of head, which _parameter_names
+        # reads, no longer applies
+        self.head_ = "bilinear"
+        if self.head == "bilinear" or (
+            self.head == "auto" and (y is None or self.init != "auto" or not self.residual)
+        ):
+            return False
+        if y is None:
+            raise ValueError(
+                "head='kernel' votes the clean targets y, but fit got none (it would "
+                "train by Stein's unbiased risk estimate): give y of X's shape, or use "
+                "head='auto' or 'bilinear'."
+            )
+        if not self.residual:
+            raise ValueError(
+                "head='kernel' blends kernel heads with the best affine map, the skip "
+                "map, which needs residual=True; with residual=False use head='bilinear'."
+            )
+        if self.init not in ("auto", "linear"):
+            raise ValueError(
+                f"init={self.init!r} is a start of the paper's bilinear heads; kernel "
+                "heads sit on the best affine map (init='auto' or 'linear'). Use "
+                "head='bilinear'."
+            )
+        return True
+
+    def _fit_kernel_heads(self, X, y, noise_variance, random_state, device):
+        """The best affine map, then kernel heads over the clean targets blended
+        with it where they beat it on held-out error (see Notes)."""
+        prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state)
+        noisy = np.ascontiguousarray(X, dtype=np.float64)
+        clean = np.ascontiguousarray(y, dtype=np.float64)
+        affine = best_affine_map(noisy, clean)
+        bandwidths, weights = np.ones(self.n_heads), np.zeros(self.n_heads)
+        kept = False
+        if self.max_iter > 0:
+            # bandwidths are chosen in units of the data's root-mean-square
+            scale = rms_scale(noisy)
+            bandwidths, weights, kernel_losses, affine_losses = fit_target_kernel_heads(
+                noisy / scale,
+                clean / scale,
+                prompt_indices,
+                noise_variance / scale**2,
+                self.n_heads,
+                random_state,
+                device,
+            )
+            bandwidths = bandwidths * scale
+            kept = self.early_stopping is False or heads_beat_affine(kernel_losses, affine_losses)
+            if self.verbose:
+                print(
+                    "[SoftmaxAttentionDenoiser] best affine map: held-out squared error "
+                    f"{affine_losses.mean() * scale**2:.4g}; with kernel heads "
+                    f"{kernel_losses.mean() * scale**2:.4g} -> "
+                    f"{'kernel heads' if kept else 'affine map'} kept"
+                )
+            if not kept:  # at their fitted bandwidths, reading out nothing
+                weights = np.zeros_like(weights)
+        parameters = kernel_denoiser_parameters(affine, bandwidths, weights)
+        self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
+        self.head_ = "kernel"
+        self.prompt_ = y[prompt_indices]  # the clean targets are the tokens
+        self.init_ = "kernel" if kept else "linear"
+        self.n_iter_ = int(self.max_iter > 0)  # the grid search, one pass
+        if hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_
+
+    def _set_fitted(self, X, prompt_indices, parameters, noise_variance, history, device):
+        # a refit drops the parameters of the previous fit's kind of head
+        for name in set(KERNEL_PARAMETERS) - set(parameters):
+            if hasattr(self, f"{name}_"):
+                delattr(self, f"{name}_")
+        super()._set_fitted(X, prompt_indices, parameters, noise_variance, history, device)
+        self.head_ = "bilinear"
+
+    def _denoise(self, X, exclude=None, prompt=None):
+        if getattr(self, "head_", "bilinear") == "kernel" and not np.any(self.V_):
+            # heads that read out nothing return exactly 0: the affine map
+            return X @ self.skip_.T.astype(X.dtype) + self.intercept_.astype(X.dtype)
+        return super()._denoise(X, exclude=exclude, prompt=prompt)

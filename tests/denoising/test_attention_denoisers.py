@@ -47,7 +47,7 @@ def paired_gap(errors, reference):
 @pytest.mark.slow
 def test_figure_2_two_heads_reach_bayes_within_two_percent(figure_2):
     Z, X, Z_test, X_test, bayes_errors = figure_2
-    denoiser = SoftmaxAttentionDenoiser(random_state=0).fit(Z, X)
+    denoiser = SoftmaxAttentionDenoiser(head="bilinear", random_state=0).fit(Z, X)
     gap, _ = paired_gap(squared_errors(denoiser.transform(Z_test), X_test), bayes_errors)
     # measured 0.7% with default settings; 2% is the bound
     assert gap < 0.02
@@ -342,7 +342,7 @@ def test_verbose_reports_training_progress(capsys):
     assert len(lines) == 11 and lines[-1].startswith("[SoftmaxAttentionDenoiser] iteration 20/20")
     # with the default model selection: the construction's validation against
     # the untrained linear start, and the choice
-    SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0).fit(Z, X)
+    SoftmaxAttentionDenoiser(head="bilinear", max_iter=20, verbose=1, random_state=0).fit(Z, X)
     lines = capsys.readouterr().out.splitlines()
     assert "against the untrained 'linear' start (validation)" in lines[-2]
     assert lines[-2].startswith("[SoftmaxAttentionDenoiser] start 'bayes'")

@@ -16,6 +16,7 @@ from sk_softmix.datasets import make_gaussian_mixture
 from sk_softmix.denoising._bayes import BayesDenoiser
 from sk_softmix.denoising._gaussian_mixture import GaussianMixtureDenoiser, expand_covariances
 from sk_softmix.theory._mixture import posterior_mean, psd_part
+from sk_softmix.theory.affine_maps import best_affine_map
 
 # The paper's Figure 2 task.
 FIG2_MEANS = np.array([[3.0, 0.0], [0.0, 3.0]])
@@ -111,7 +112,8 @@ def test_bayes_denoiser_feature_names():
 @pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
 def test_gmm_denoiser_attributes(covariance_type, fig2_data):
     Z, _ = fig2_data
-    denoiser = _gmm(covariance_type=covariance_type).fit(Z)
+    # the mixture itself, whatever the fallback's held-out comparison says
+    denoiser = _gmm(covariance_type=covariance_type, fallback=False).fit(Z)
     K, p = 2, 2
     assert denoiser.means_.shape == (K, p)
     assert denoiser.weights_.sum() == pytest.approx(1.0)
@@ -381,3 +383,55 @@ def test_gmm_denoiser_tolerance_is_per_entry_and_running_out_warns(fig2_data):
         assert fitted.gmm_.tol == pytest.approx(1e-5 * data.shape[1])
     with pytest.warns(ConvergenceWarning):
         GaussianMixtureDenoiser(noise_variance=4.0, max_iter=1, random_state=0).fit(Z)
+
+
+# --------------------------------------------------------------------------
+# GaussianMixtureDenoiser's fallback on the Wiener map
+
+
+def _wiener(Z, xi2):
+    A, c = best_affine_map(Z, noise_variance=xi2)
+    return lambda queries: queries @ A.T + c
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gmm_denoiser_keeps_a_mixture_that_helps(seed):
+    # Figure 2's task: Bayes is 4% below the Wiener map, the plug-in from
+    # 2,000 points 2-3%
+    Z, X, _ = make_gaussian_mixture(
+        2000, FIG2_MEANS, covariance=FIG2_GAMMA2, noise_variance=FIG2_XI2, random_state=seed
+    )
+    denoiser = _gmm().fit(Z)
+    assert denoiser.n_components_ == 2 and denoiser.means_.shape == (2, 2)
+
+
+@pytest.mark.parametrize("supervised", [False, True])
+def test_gmm_denoiser_falls_back_on_the_wiener_map_where_the_mixture_overfits(supervised):
+    # one Gaussian in 20 dimensions fitted with 10 full covariances from 400
+    # points: the plug-in overfits, and the Wiener map, the best affine map,
+    # is the Bayes denoiser; held out by SURE, or by clean targets when given
+    Z, X, _ = make_gaussian_mixture(
+        400, np.zeros((1, 20)), covariance=1.0, noise_variance=1.0, random_state=0
+    )
+    denoiser = GaussianMixtureDenoiser(n_components=10, noise_variance=1.0, random_state=0)
+    denoiser.fit(Z, X if supervised else None)
+    assert denoiser.n_components_ == 1 and denoiser.means_.shape == (1, 20)
+    Z_test = np.random.default_rng(1).normal(size=(50, 20)) * np.sqrt(2)
+    # GaussianMixture adds reg_covar = 1e-6 (of the mean square) to S
+    np.testing.assert_allclose(
+        denoiser.transform(Z_test), _wiener(Z, 1.0)(Z_test), rtol=0, atol=1e-5
+    )
+    # without the fallback, the overfitted mixture denoises worse than it
+    Z_test, X_test, _ = make_gaussian_mixture(
+        2000, np.zeros((1, 20)), covariance=1.0, noise_variance=1.0, random_state=2
+    )
+    forced = clone(denoiser).set_params(fallback=False).fit(Z)
+    assert forced.n_components_ == 10
+    assert -forced.score(Z_test, X_test) > -denoiser.score(Z_test, X_test)
+
+
+def test_gmm_denoiser_fallback_needs_a_point_per_fold():
+    # 4 points for 5 folds: the mixture is kept unchecked
+    Z = np.array([[0.0, 1.0], [1.0, 0.0], [5.0, 5.0], [6.0, 5.0]])
+    denoiser = GaussianMixtureDenoiser(noise_variance=0.1, random_state=0).fit(Z)
+    assert denoiser.n_components_ == 2
