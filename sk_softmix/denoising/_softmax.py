@@ -71,7 +71,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
           ``key_bias``, ``n_components``, ``solver`` and the training
           parameters do not apply; ``max_iter=0`` keeps the affine map.
         - ``"auto"``: ``"kernel"`` when ``fit`` gets clean targets, with
-          ``init="auto"`` and ``residual=True``; else ``"bilinear"``.
+          ``init="auto"``, ``residual=True`` and no ``key_bias`` (a term
+          of the bilinear heads); else ``"bilinear"``.
           ``partial_fit`` always trains bilinear heads.
     residual : bool, default=True
         ``True``: residual heads combined by an output map, written as the
@@ -520,7 +521,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         # reads, no longer applies
         self.head_ = "bilinear"
         if self.head == "bilinear" or (
-            self.head == "auto" and (y is None or self.init != "auto" or not self.residual)
+            self.head == "auto"
+            and (y is None or self.init != "auto" or not self.residual or self.key_bias)
         ):
             return False
         if y is None:

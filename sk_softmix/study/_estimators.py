@@ -92,7 +92,12 @@ def denoisers(task: Task, *, quick: bool, device: str, random_state: int) -> dic
         "max_iter": 100 if quick else 200,
     }
     candidates = {
+        # with clean targets the default residual heads are kernel heads over
+        # them; "bilinear" keeps the paper's heads over the noisy points
         "SoftmaxAttentionDenoiser (2 residual heads)": SoftmaxAttentionDenoiser(2, **attention),
+        "SoftmaxAttentionDenoiser (2 residual heads, bilinear)": SoftmaxAttentionDenoiser(
+            2, head="bilinear", **attention
+        ),
         "SoftmaxAttentionDenoiser (2 plain heads)": SoftmaxAttentionDenoiser(
             2, residual=False, **attention
         ),

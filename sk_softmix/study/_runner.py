@@ -289,7 +289,9 @@ def _grid_searches(result, settings, n_jobs, n_folds) -> list:
             "mixture16",
             "SoftmaxAttentionDenoiser (2 residual heads)",
             {},
-            {"n_components": [2, 4, 8]},
+            # kernel heads over the clean targets (the default with y) or the
+            # paper's heads, trained
+            {"head": ["kernel", "bilinear"], "n_heads": [1, 2]},
         ),
         (
             "denoising",

@@ -421,7 +421,7 @@ def test_key_offset_beats_dot_product_scores_with_unequal_norms():
     ratios = {}
     for kind in (None, "offset"):
         denoiser = SoftmaxAttentionDenoiser(
-            1, key_bias=kind, n_components=3, max_iter=100, random_state=0
+            1, head="bilinear", key_bias=kind, n_components=3, max_iter=100, random_state=0
         ).fit(Z, X)
         ratios[kind] = np.mean((denoiser.transform(Z_test) - X_test) ** 2) / bayes_risk
     assert ratios["offset"] < 1.1
