@@ -69,7 +69,7 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
         EM initialisation, passed to ``GaussianMixture``.
     random_state : int, RandomState instance or None, default=None
         Seed of the EM initialisation, passed to ``GaussianMixture``, and
-        of the held-out split of ``fallback``.
+        of the folds of ``fallback``.
     fallback : bool, default=True
         Keep the mixture only where it beats one Gaussian on held-out
         points. One full-covariance Gaussian's plug-in is the Wiener map
@@ -131,8 +131,8 @@ class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
 
     A mixture of many full covariances in many dimensions overfits: on noisy
     digits (64 pixels, noise 0.5, 1,257 points) 10 components denoised 2.2
-    dB worse than the Wiener map, and a classifier on their output lost 18
-    points of accuracy against one on the noisy pixels. Hence
+    dB worse than the Wiener map, and a logistic regression on their output
+    scored 0.510 against 0.656 on the noisy pixels. Hence
     ``fallback``, which keeps the Wiener map there.
 
     When a fitted ``S_k`` has a direction of variance below ``xi^2`` the data

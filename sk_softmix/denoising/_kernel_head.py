@@ -147,9 +147,9 @@ def blend_weights(differences, residuals):
     """Non-negative least-squares weights ``w`` of ``residual ~ sum_h w_h d_h``.
 
     ``differences`` (H, n, p) are ``vote_h - L``, ``residuals`` (n, p) the
-    affine map's errors ``x - L``. Two or three heads at most: the
-    unconstrained solution is clipped at zero and refitted without the
-    clipped heads.
+    affine map's errors ``x - L``. A simple active-set pass for the few
+    heads of a model: heads whose least-squares weight is negative are
+    dropped and the others refitted, until every weight is non-negative.
     """
     active = np.ones(len(differences), dtype=bool)
     weights = np.zeros(len(differences))
