@@ -6,17 +6,24 @@ and trainable non-local means.
   the estimates averaged back into an image;
 - :func:`denoise_image_nonlocal` (``_nonlocal_fit``, with the head's math in
   ``_nonlocal_head``): the key-norm head with each patch's search window as
-  its prompt, trained by Monte-Carlo SURE on the noisy image alone.
+  its prompt, trained by Monte-Carlo SURE on the noisy image alone;
+- :func:`denoise_image_wiener` (``_wiener_fit``, with the stage's math in
+  ``_wiener_head``): the same attention over the search window gating an
+  affine expert per group (its empirical Wiener map), in two stages, and
+  :func:`wiener_sure`, its Monte-Carlo SURE.
 """
 
 from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal
 from ._patches import denoise_image, image_to_patches, patches_to_image
 from ._validation import checked_grayscale  # noqa: F401  (importable here before the move)
+from ._wiener_fit import denoise_image_wiener, wiener_sure
 
 __all__ = [
     "NonLocalHead",
     "denoise_image",
     "denoise_image_nonlocal",
+    "denoise_image_wiener",
     "image_to_patches",
     "patches_to_image",
+    "wiener_sure",
 ]
