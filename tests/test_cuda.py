@@ -111,6 +111,20 @@ def test_cuda_nonlocal_head_matches_cpu():
 
 
 @cuda_only
+def test_cuda_wiener_image_denoiser_matches_cpu():
+    from sk_softmix.image import denoise_image_wiener
+
+    rng = np.random.default_rng(8)
+    clean = np.kron(rng.integers(0, 4, size=(12, 12)) / 3, np.ones((8, 8)))
+    noisy = clean + 0.1 * rng.standard_normal(clean.shape)
+    settings = {"second_temperature": 1.0}
+    on_cpu = denoise_image_wiener(noisy, 0.01, device="cpu", **settings)
+    on_gpu = denoise_image_wiener(noisy, 0.01, device="cuda", **settings)
+    # float32 on both devices, different reduction and eigensolver orders
+    np.testing.assert_allclose(on_gpu, on_cpu, atol=1e-4)
+
+
+@cuda_only
 def test_cuda_two_heads_reach_bayes_on_figure_2():
     """tests/test_attention_denoisers.py's Figure 2 check, trained on the GPU."""
     Z, X, _ = make_gaussian_mixture(20_000, **FIGURE_2, random_state=0)
