@@ -96,7 +96,12 @@ def denoise_image_wiener(
     -----
     The image is denoised in units of its noise (mean removed, divided by
     ``sigma``), which makes the parameters independent of the image's
-    scale. First stage: the attention-weighted covariance ``C`` of the noisy
+    scale. A ``noise_variance`` whose standard deviation is more than twice
+    what the image shows (its diagonal Haar details) is warned about: the
+    result is smoothed beyond the image's noise. Colour images, images
+    smaller than a patch and non-finite pixels are a ``ValueError``.
+
+    First stage: the attention-weighted covariance ``C`` of the noisy
     patches of a group gives ``A = (C - I)_+ C^{-1}``, negative eigenvalues
     of ``C - I`` clipped at zero; second stage: the covariance ``C_g`` of the
     first estimate's patches gives ``A = C_g (C_g + I)^{-1}``. A constant
@@ -194,15 +199,23 @@ def wiener_sure(
     Parameters
     ----------
     noisy : array-like of shape (height, width)
+        The noisy image.
     noise_variance : float
         ``sigma^2 > 0``.
-    patch_size, search_distance, temperature, step
+    patch_size : int, default=5
         As in :func:`denoise_image_wiener`.
+    search_distance : int, default=7
+        As in :func:`denoise_image_wiener`.
+    temperature : float, default=2.0
+        The first stage's temperature, as in :func:`denoise_image_wiener`.
     second_temperature : float, default=1.0
         The second stage's temperature (one number).
+    step : int, default=3
+        As in :func:`denoise_image_wiener`.
     epsilon : float, default=1e-3
         The probe's step, in units of the noise.
-    device : str, default="auto"
+    device : {"auto", "cpu", "cuda"} or str, default="auto"
+        Where to compute.
     random_state : int, RandomState instance or None, default=None
         Seeds the probe.
 
