@@ -143,6 +143,12 @@ def denoise_image_wiener(
     if len(first) != 1:
         raise ValueError(f"temperature must be one number; got {temperature!r}.")
     second = _checked_temperatures(second_temperature, "second_temperature")
+    if len(second) > 1 and not (
+        isinstance(crop_size, int | np.integer) and crop_size >= patch_size
+    ):
+        raise ValueError(
+            f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
+        )
     settings = {
         "patch_size": patch_size,
         "search_distance": search_distance,

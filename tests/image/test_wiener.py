@@ -173,6 +173,7 @@ def _noisy_zeros():
         (np.zeros((20, 20)), {"noise_variance": -1.0}, "non-negative"),
         (np.zeros((20, 20)), {"noise_variance": 0.01, "patch_size": 4}, "odd"),
         (np.zeros((20, 20)), {"noise_variance": 0.01, "step": 6}, "at most patch_size"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "crop_size": 3}, "crop_size"),
         (_noisy_zeros(), {"noise_variance": 0.01, "temperature": 0.0}, "positive"),
         (_noisy_zeros(), {"noise_variance": 0.01, "second_temperature": []}, "positive"),
     ],
