@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import print_table  # noqa: E402
 
-from sk_softmix.image import denoise_image_nonlocal, denoise_image_wiener  # noqa: E402
+from sk_softmix.image import denoise_image_wiener  # noqa: E402
 
 IMAGES = ("camera", "moon", "coins")
 SIGMAS = (0.1, 0.2)
@@ -29,28 +29,14 @@ SIGMAS = (0.1, 0.2)
 
 def methods(sigma):
     import bm3d
-    from skimage.restoration import denoise_nl_means, denoise_wavelet, estimate_sigma
+    from images import NLM, NONLOCAL, _methods
 
-    def nl_means(noisy):
-        estimated = float(np.mean(estimate_sigma(noisy)))
-        return denoise_nl_means(
-            noisy,
-            h=0.8 * estimated,
-            sigma=estimated,
-            fast_mode=True,
-            patch_size=5,
-            patch_distance=6,
-        )
-
+    section_8 = _methods(sigma, "cpu")  # the references of section 8, as run there
     return {
-        "skimage non-local means": nl_means,
-        "skimage wavelet": lambda noisy: denoise_wavelet(
-            noisy, method="BayesShrink", mode="soft", rescale_sigma=True
-        ),
+        "skimage non-local means": section_8[NLM],
+        "skimage wavelet": section_8["denoise_wavelet"],
         "BM3D": lambda noisy: bm3d.bm3d(noisy, sigma),
-        "trainable non-local means": lambda noisy: denoise_image_nonlocal(
-            noisy, sigma**2, device="cpu", random_state=0
-        )[0],
+        "trainable non-local means": section_8[NONLOCAL],
         "denoise_image_wiener": lambda noisy: denoise_image_wiener(noisy, sigma**2, device="cpu"),
     }
 
