@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ..attention._device import resolve_device
 from ._nonlocal_head import margin, nonlocal_head, nonlocal_sure, start_parameters
-from ._validation import checked_grayscale
+from ._validation import NOISE_EXCESS, check_image, noise_shown
 
 # Crops on which the start and the trained head are compared, each with its
 # own probe, the same for both (paired, so their difference has little noise).
@@ -29,11 +29,6 @@ _EVALUATION_CROPS = 8
 # times the outputs' size (on camera with noise 1e-5 of its range, float32
 # read the error at 0.32 times the noise variance where it was 1.0).
 _FLOAT32_MAX_RANGE = 1e3
-
-# A declared noise standard deviation this many times what the image shows
-# (``_noise_shown``, which texture only raises) cannot be the image's noise;
-# the estimate's sampling error is 16% on 16 x 16 pixels.
-_NOISE_EXCESS = 2.0
 
 # Output values held at once when applying the head: about 2**23 per tensor
 # of the (2 d + 1)^2 offsets, some 32 MiB in float32, whatever the image size.
@@ -105,7 +100,7 @@ class NonLocalHead:
         ndarray of shape (height, width)
             The denoised image, float64.
         """
-        image = _check_image(image)
+        image = check_image(image)
         torch_device = resolve_device(device)
         scale = math.sqrt(self.noise_variance)
         centre = float(image.mean())
@@ -246,20 +241,20 @@ def denoise_image_nonlocal(
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 4)
     True
     """
-    image = _check_image(image)
+    image = check_image(image)
     if not np.isfinite(noise_variance):
         raise ValueError(f"noise_variance must be finite; got {noise_variance}.")
     if patch_size % 2 == 0:
         raise ValueError(f"patch_size must be odd (patches centred on a pixel); got {patch_size}.")
     if clean is not None:
-        clean = _check_image(clean, "clean")
+        clean = check_image(clean, "clean")
         if clean.shape != image.shape:
             raise ValueError(f"clean has shape {clean.shape}, the image {image.shape}.")
     torch_device = resolve_device(device)
     rng = check_random_state(random_state)
     scale = math.sqrt(noise_variance)
-    shown = _noise_shown(image)
-    if scale > _NOISE_EXCESS * shown:
+    shown = noise_shown(image)
+    if scale > NOISE_EXCESS * shown:
         warnings.warn(
             f"denoise_image_nonlocal: noise_variance={noise_variance:.4g} is the noise "
             f"of standard deviation {scale:.4g}, but the image shows at most about "
@@ -347,18 +342,6 @@ def denoise_image_nonlocal(
     return head.apply(image, device=device), head
 
 
-def _noise_shown(image) -> float:
-    """A robust estimate of the standard deviation of the image's white
-    noise: the median absolute diagonal Haar detail over 0.6745 (Donoho &
-    Johnstone, 1994). Each detail of 2 x 2 pixels has the noise's standard
-    deviation plus whatever texture adds, so the estimate is at least the
-    noise's, up to its sampling error, wherever the noise is white."""
-    rows, cols = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
-    x = image[:rows, :cols]
-    detail = (x[0::2, 0::2] - x[0::2, 1::2] - x[1::2, 0::2] + x[1::2, 1::2]) / 2
-    return float(np.median(np.abs(detail)) / 0.6745)
-
-
 def _apply_in_tiles(padded, parameters, patch_size, search_distance):
     """The head on every pixel of a padded image, in square tiles of output
     holding about ``_VALUES_PER_TILE`` values per tensor of offsets."""
@@ -388,10 +371,3 @@ def _padded(image: torch.Tensor, width: int) -> torch.Tensor:
     """``image`` with ``width`` reflected pixels each side."""
     rows = _reflected(image.shape[0], width, image.device)
     return image[rows][:, _reflected(image.shape[1], width, image.device)]
-
-
-def _check_image(image, name="image"):
-    image = checked_grayscale(image, name)
-    if min(image.shape) < 2:
-        raise ValueError(f"The {name} must be at least 2 x 2 pixels; got {image.shape}.")
-    return image

@@ -10,7 +10,7 @@ import torch
 from sklearn.utils import check_random_state
 
 from ..attention._device import resolve_device
-from ._nonlocal_fit import _NOISE_EXCESS, _check_image, _noise_shown
+from ._validation import NOISE_EXCESS, check_image, noise_shown
 from ._wiener_head import wiener_stage
 
 # Second-stage temperatures compared by SURE by default (see the docstring).
@@ -337,7 +337,7 @@ def _checked_temperatures(value, name):
 
 def _checked(noisy, noise_variance, patch_size, search_distance, step):
     """The image (float64) and the noise's standard deviation, or a ValueError."""
-    image = _check_image(noisy)
+    image = check_image(noisy)
     for name, value, low in [
         ("patch_size", patch_size, 1),
         ("search_distance", search_distance, 0),
@@ -357,7 +357,7 @@ def _checked(noisy, noise_variance, patch_size, search_distance, step):
             f"The image ({image.shape[0]} x {image.shape[1]}) is smaller than one patch "
             f"(patch_size={patch_size})."
         )
-    shown = _noise_shown(image)
+    shown = noise_shown(image)
     if noise_variance is None:
         return image, shown
     if not isinstance(noise_variance, Real) or not (
@@ -365,7 +365,7 @@ def _checked(noisy, noise_variance, patch_size, search_distance, step):
     ):
         raise ValueError(f"noise_variance must be non-negative and finite; got {noise_variance!r}.")
     sigma = math.sqrt(noise_variance)
-    if sigma > _NOISE_EXCESS * shown:
+    if sigma > NOISE_EXCESS * shown:
         warnings.warn(
             f"denoise_image_wiener: noise_variance={noise_variance:.4g} is the noise of "
             f"standard deviation {sigma:.4g}, but the image shows at most about {shown:.4g} "
