@@ -1,6 +1,6 @@
 """Section 12: image denoising against BM3D (issue 30).
 
-Run on its own: ``python benchmarks/bm3d_images.py`` (about 3 minutes on 2
+Run on its own: ``python benchmarks/bm3d_images.py`` (about 2 minutes on 2
 CPU cores). scikit-image's camera, moon and coins, scaled to [0, 1], with
 Gaussian noise of standard deviation 0.1 and 0.2 (seed 0), denoised in one
 run by scikit-image's non-local means (the settings of its documentation,

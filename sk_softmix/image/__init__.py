@@ -9,8 +9,10 @@ and trainable non-local means.
   its prompt, trained by Monte-Carlo SURE on the noisy image alone;
 - :func:`denoise_image_wiener` (``_wiener_fit``, with the stage's math in
   ``_wiener_head``): the same attention over the search window gating an
-  affine expert per group (its empirical Wiener map), in two stages, and
-  :func:`wiener_sure`, its Monte-Carlo SURE.
+  affine expert per group (its empirical Wiener map), on a pilot from a
+  first stage (``_collaborative``: BM3D's hard thresholding, or the same
+  Wiener experts on the noisy image), and :func:`wiener_sure`, its
+  Monte-Carlo SURE.
 """
 
 from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal

@@ -1,20 +1,30 @@
-"""The Wiener image denoiser: two stages of gated affine experts, and its SURE."""
+"""The Wiener image denoiser: gated affine experts on a first stage's pilot, and its SURE."""
 
 import math
-import time
 import warnings
 from numbers import Real
 
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
+from tqdm.auto import tqdm
 
 from ..attention._device import resolve_device
+from ._collaborative import collaborative_stage
 from ._validation import NOISE_EXCESS, check_image, noise_shown
 from ._wiener_head import wiener_stage
 
 # Second-stage temperatures compared by SURE by default (see the docstring).
-SECOND_TEMPERATURES = (0.25, 0.5, 1.0, 2.0)
+SECOND_TEMPERATURES = (0.25, 0.5)
+# SURE's finite-difference step, in units of the noise: the collaborative
+# stages' block matching and thresholds jump as the probe moves them, and
+# the estimate's variance grows as 1 / step (see wiener_sure).
+SURE_STEP = 0.1
+FIRST_STAGES = ("wiener", "threshold")
+# The collaborative stages' blocks and group sizes: BM3D's (8 x 8 blocks,
+# 16 in a thresholding group, 32 in a Wiener one).
+THRESHOLD_BLOCK = 8
+THRESHOLD_GROUP, WIENER_GROUP = 16, 32
 
 
 def denoise_image_wiener(
@@ -25,6 +35,10 @@ def denoise_image_wiener(
     search_distance=7,
     temperature=2.0,
     second_temperature=SECOND_TEMPERATURES,
+    first_stage="threshold",
+    collaborative_weight="auto",
+    block_search_distance=19,
+    pilot_search_distance=19,
     step=3,
     crop_size=192,
     device="auto",
@@ -33,14 +47,21 @@ def denoise_image_wiener(
 ):
     """Denoise a grayscale image with gated affine experts over similar patches.
 
-    Each reference patch attends over the patches of its search window
-    (non-local means' weights, a key-norm softmax head); the weights give a
-    mean and a covariance, and every patch of the window is estimated by
-    that group's empirical Wiener map, an affine expert; each pixel is the
-    weighted average of the estimates of the patches that hold it. A second
-    stage recomputes the weights and the covariances on the first stage's
-    estimate, as BM3D and NL-Bayes do (user guide, "Images: gated affine
-    experts").
+    A pilot estimate of the image (a first stage) gates and fits two
+    experts, blended in a second stage:
+
+    - the gated Wiener expert: each reference patch attends over the
+      patches of its search window (non-local means' weights, a key-norm
+      softmax head) on the pilot; the weights give a mean and a covariance,
+      and every patch of the window is estimated by that group's empirical
+      Wiener map, an affine expert (NL-Bayes);
+    - the collaborative Wiener expert: the 32 blocks nearest each reference
+      block on the pilot, shrunk coefficient by coefficient in a 3-D
+      transform by the pilot's energies (BM3D's second stage), a linear map
+      of the group given the pilot.
+
+    Each pixel averages the estimates of the patches that hold it (user
+    guide, "Images: gated affine experts").
 
     Parameters
     ----------
@@ -52,35 +73,62 @@ def denoise_image_wiener(
         detail over 0.6745 (Donoho & Johnstone, 1994), which texture can
         only raise. ``0``: the image is returned unchanged.
     patch_size : int, default=5
-        Odd side ``k`` of the patches.
+        Odd side ``k`` of the gated experts' patches.
     search_distance : int, default=7
-        ``d``: each group is the ``(2 d + 1)^2`` patches around its
+        ``d``: each gated group is the ``(2 d + 1)^2`` patches around its
         reference.
     temperature : float, default=2.0
-        ``T`` of the first stage's weights
+        ``T`` of the Wiener first stage's weights
         ``softmax(-||z_i - z_r||^2 / (k^2 T sigma^2))``.
-    second_temperature : float or sequence of float, default=(0.25, 0.5, 1, 2)
-        ``T`` of the second stage's weights, computed on the first stage's
-        estimate. A sequence: the one of lowest Monte-Carlo SURE of the
-        whole denoiser on a central crop of ``crop_size`` (one probe shared
-        by the candidates, so that their differences are precise). Its best
-        value falls as the noise grows against the image's contrast: on
-        scikit-image's camera 1 at noise 0.1, 0.25 at 0.2.
+    second_temperature : float or sequence of float, default=(0.25, 0.5)
+        ``T`` of the gated expert's weights, computed on the pilot. A
+        sequence: the one of lowest Monte-Carlo SURE of the whole denoiser
+        on crops (see ``crop_size``; one probe shared by the candidates, so
+        that their differences are precise).
+    first_stage : {"threshold", "wiener", "auto"}, default="threshold"
+        The pilot. ``"threshold"``: for each reference block of 8 x 8
+        pixels, the 16 nearest blocks of its window (``block_search_distance``)
+        transformed (2-D DCT, Haar across the group) and hard-thresholded at
+        2.7 noise standard deviations (BM3D's first stage). ``"wiener"``: the
+        gated Wiener experts on the noisy image, with the clipped map
+        ``(C - I)_+ C^{-1}``. ``"auto"``: the one of lower SURE on the crops,
+        jointly with the rest (twice the search's time). Images smaller than
+        a block use ``"wiener"`` under ``"auto"``.
+    collaborative_weight : "auto" or float in [0, 1], default="auto"
+        ``w`` of the blend ``(1 - w) gated + w collaborative``. ``"auto"``:
+        for each candidate, the ``w`` of lowest SURE on the crops, in closed
+        form (SURE is quadratic in ``w``); 0 on images smaller than a block.
+        On scikit-image's images at noise 0.1 and 0.2 the gated expert alone
+        was from 0.3 dB below the collaborative one (camera at 0.1; 1.3 dB
+        on brick at 0.2) to 0.4 dB above it (moon at 0.2).
+    block_search_distance : int, default=19
+        The collaborative second stage's window: offsets up to this many
+        pixels (BM3D's 39 x 39). At 7, as the gated expert's, the
+        collaborative expert lost 0.2-0.8 dB on camera and on scikit-image's
+        brick and page.
+    pilot_search_distance : int or sequence of int, default=19
+        The thresholding first stage's window. A sequence: the one of lowest
+        SURE on the crops, jointly with the rest (each candidate adds a
+        first stage and its second stages to the search). With ``(7, 19)``
+        SURE picked 7 on coins at noise 0.1 (+0.10 dB) but also on camera at
+        0.1 (-0.09 dB), in 1.4-1.7 times BM3D's time: one window by default.
     step : int, default=3
-        Distance between the second stage's reference patches, at most
-        ``patch_size``; the first stage, a guide, takes every ``2 step``-th
-        (at most every ``patch_size``-th). On scikit-image's camera,
-        moon and coins at noise 0.1 and 0.2, ``step`` 1, 2 and 3 gave the
-        same PSNR to 0.01 dB, 3 in 40% of 2's time.
+        Distance between reference patches and blocks, at most
+        ``patch_size`` (and 8 for the blocks); the Wiener first stage takes
+        every ``2 step``-th patch (at most every ``patch_size``-th).
     crop_size : int, default=192
-        Side of the crop on which a sequence of second temperatures is
-        compared.
+        SURE compares the candidates on four crops, at the centres of the
+        image's quadrants, ``crop_size // 2`` on a side (at most a quarter
+        of the image's smaller side): one ``crop_size`` crop's area spread
+        over the image. On images too small for that, on the central crop of
+        ``crop_size``.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
     random_state : int, RandomState instance or None, default=None
-        Seeds SURE's probe when ``second_temperature`` is a sequence.
+        Seeds SURE's probe.
     verbose : int, default=0
-        Print each stage's time, and the second temperatures' SURE.
+        Show a progress bar (tqdm, on standard error) over the stage runs,
+        and print each candidate's SURE.
 
     Returns
     -------
@@ -101,20 +149,19 @@ def denoise_image_wiener(
     result is smoothed beyond the image's noise. Colour images, images
     smaller than a patch and non-finite pixels are a ``ValueError``.
 
-    First stage: the attention-weighted covariance ``C`` of the noisy
-    patches of a group gives ``A = (C - I)_+ C^{-1}``, negative eigenvalues
-    of ``C - I`` clipped at zero; second stage: the covariance ``C_g`` of the
-    first estimate's patches gives ``A = C_g (C_g + I)^{-1}``. A constant
-    image is returned exactly; as ``sigma -> 0`` the weights concentrate on
-    each reference patch and the result tends to the image. Cost: per
-    reference, ``(2 d + 1)^2`` patch distances and a ``k^2 x k^2``
-    covariance, eigendecomposition (first stage) or solve (second) and
-    ``(2 d + 1)^2`` affine maps, references every ``step`` pixels; memory is
-    bounded by tiles of 32 x 32 references. On 2 CPU cores a 512 x 512
-    image takes 4-7 s at the defaults, most of it the SURE comparison of
-    the second temperatures; the two stages alone about 2.5 s (benchmarks,
-    section 12: within 0.1 dB of BM3D on scikit-image's moon and coins,
-    0.2-0.3 dB below it on camera).
+    The gated expert: the pilot's patches give the weights and the signal
+    covariance ``C_g`` of each group, and ``A = C_g (C_g + I)^{-1}`` acts on
+    the noisy patches (``mu + A (z_i - mu)``). A constant image is returned
+    exactly; as ``sigma -> 0`` the weights concentrate on each reference
+    patch, every coefficient clears the threshold, and the result tends to
+    the image. SURE's divergence is a finite difference at a step of 0.1
+    noise standard deviations: block matching and thresholds jump as the
+    probe moves them, and the estimate's variance grows as the step
+    shrinks. Memory is bounded by tiles of 32 x 32 references (gated) and
+    bands of 8 reference rows (collaborative). On 2 CPU cores a 512 x 512
+    image takes 7-10 s at the defaults, about 3 s of it the SURE search
+    (benchmarks, section 12, against BM3D on scikit-image's camera, moon
+    and coins).
 
     References
     ----------
@@ -122,7 +169,8 @@ def denoise_image_wiener(
     denoising algorithm", SIAM J. Imaging Sciences 6(3), 2013 (NL-Bayes).
     K. Dabov, A. Foi, V. Katkovnik and K. Egiazarian, "Image denoising by
     sparse 3-D transform-domain collaborative filtering", IEEE Trans. Image
-    Processing 16(8), 2007 (BM3D's two stages).
+    Processing 16(8), 2007 (BM3D's two stages, its settings for the
+    collaborative stages).
 
     Examples
     --------
@@ -136,46 +184,66 @@ def denoise_image_wiener(
     True
     """
     image, sigma = _checked(noisy, noise_variance, patch_size, search_distance, step)
-    if sigma == 0:
-        return image.copy()
-    torch_device = resolve_device(device)
+    fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
+    first_stages = _first_stage_candidates(
+        _checked_first_stages(first_stage, fits_blocks, image.shape, auto=True),
+        _checked_distances(pilot_search_distance, "pilot_search_distance"),
+    )
+    weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=True)
     first = _checked_temperatures(temperature, "temperature")
     if len(first) != 1:
         raise ValueError(f"temperature must be one number; got {temperature!r}.")
     second = _checked_temperatures(second_temperature, "second_temperature")
-    if len(second) > 1 and not (
-        isinstance(crop_size, int | np.integer) and crop_size >= patch_size
-    ):
+    if weight == 1.0:  # no gated second stage: its temperature plays no part
+        second = second[:1]
+    searched = weight is None or len(second) * len(first_stages) > 1
+    if searched and not (isinstance(crop_size, int | np.integer) and crop_size >= patch_size):
         raise ValueError(
             f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
         )
-    settings = {
-        "patch_size": patch_size,
-        "search_distance": search_distance,
-        "step": step,
-        "first_temperature": float(first[0]),
-    }
+    if sigma == 0:
+        return image.copy()
+    torch_device = resolve_device(device)
+    settings = _settings(patch_size, search_distance, block_search_distance, step, first[0])
     centre = float(image.mean())
-    if len(second) > 1:
-        crop = _central_crop(image, crop_size)
-        crop_units = torch.as_tensor(
-            (crop - crop.mean()) / sigma, dtype=torch.float32, device=torch_device
-        )
-        probe = check_random_state(random_state).standard_normal(crop.shape)
-        risks = _sure_by_second_temperature(
-            crop_units,
-            torch.as_tensor(probe, dtype=torch.float32, device=torch_device),
-            second,
-            settings,
-        )
-        if verbose:
-            for t, risk in zip(second, risks, strict=True):
-                print(
-                    f"[denoise_image_wiener] second temperature {t:g}: SURE {risk * sigma**2:.4g}"
+    # progress: the stage runs, on the crop (each plain and nudged) and then
+    # on the image
+    per_first = 1 + (weight != 0.0) + (weight != 1.0) * len(second)
+    runs = 2 * len(first_stages) * per_first if searched else 0
+    with tqdm(total=runs + 3, desc="denoise_image_wiener", disable=not verbose) as bar:
+        choice = (first_stages[0], float(second[0]), weight)
+        if searched:
+            rng = check_random_state(random_state)
+            crops, probes = [], []
+            for crop in _crops(image, crop_size):
+                crops.append(
+                    torch.as_tensor(
+                        (crop - crop.mean()) / sigma, dtype=torch.float32, device=torch_device
+                    )
                 )
-        second = second[[int(np.argmin(risks))]]
-    units = torch.as_tensor((image - centre) / sigma, dtype=torch.float32, device=torch_device)
-    denoised = _two_stages(units, float(second[0]), settings, verbose)
+                probe = rng.standard_normal(crop.shape)
+                probes.append(torch.as_tensor(probe, dtype=torch.float32, device=torch_device))
+            risks = _sure_by_candidates(
+                crops,
+                probes,
+                first_stages,
+                second,
+                weight,
+                settings,
+                bar,
+            )
+            if verbose:
+                for ((stage, window), t, w), risk in risks.items():
+                    where = "" if window is None else f" (window {window})"
+                    bar.write(
+                        f"[denoise_image_wiener] first stage {stage}{where}, second "
+                        f"temperature {t:g}, collaborative weight {w:.2f}: "
+                        f"SURE {risk * sigma**2:.4g}"
+                    )
+            choice = min(risks, key=risks.get)
+        units = torch.as_tensor((image - centre) / sigma, dtype=torch.float32, device=torch_device)
+        denoised = _denoised(units, choice, settings, bar)
+        bar.update(bar.total - bar.n)
     return denoised.cpu().double().numpy() * sigma + centre
 
 
@@ -187,8 +255,12 @@ def wiener_sure(
     search_distance=7,
     temperature=2.0,
     second_temperature=1.0,
+    first_stage="threshold",
+    collaborative_weight=0.5,
+    block_search_distance=19,
+    pilot_search_distance=19,
     step=3,
-    epsilon=1e-3,
+    epsilon=1e-2,
     device="auto",
     random_state=None,
 ):
@@ -216,10 +288,23 @@ def wiener_sure(
         The first stage's temperature, as in :func:`denoise_image_wiener`.
     second_temperature : float, default=1.0
         The second stage's temperature (one number).
+    first_stage : {"threshold", "wiener"}, default="threshold"
+        The first stage, as in :func:`denoise_image_wiener` (one of them).
+    collaborative_weight : float, default=0.5
+        The collaborative second stage's weight in ``[0, 1]``, as in
+        :func:`denoise_image_wiener` (one number).
+    block_search_distance : int, default=19
+        As in :func:`denoise_image_wiener`.
+    pilot_search_distance : int, default=19
+        The thresholding first stage's window (one number).
     step : int, default=3
         As in :func:`denoise_image_wiener`.
-    epsilon : float, default=1e-3
-        The probe's step, in units of the noise.
+    epsilon : float, default=1e-2
+        The probe's step, in units of the noise. The thresholding first
+        stage jumps where a coefficient crosses its threshold, and the
+        finite difference's variance grows as ``1 / epsilon``: at ``1e-3``
+        single estimates on 128 x 128 pixels ranged from 0.3 to 1.3 times
+        the error, at ``1e-2`` within 10% of it.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
     random_state : int, RandomState instance or None, default=None
@@ -237,30 +322,34 @@ def wiener_sure(
     >>> rng = np.random.default_rng(0)
     >>> clean = np.kron(rng.integers(0, 4, size=(8, 8)) / 3, np.ones((8, 8)))
     >>> noisy = clean + 0.1 * rng.standard_normal(clean.shape)
-    >>> estimate = wiener_sure(noisy, 0.01, random_state=0)
-    >>> denoised = denoise_image_wiener(noisy, 0.01, second_temperature=1.0)
+    >>> settings = {"second_temperature": 1.0, "collaborative_weight": 0.5}
+    >>> estimate = wiener_sure(noisy, 0.01, random_state=0, **settings)
+    >>> denoised = denoise_image_wiener(noisy, 0.01, **settings)
     >>> error = np.mean((denoised - clean) ** 2)
     >>> bool(abs(estimate - error) < 0.2 * error)
     True
     """
     image, sigma = _checked(noisy, noise_variance, patch_size, search_distance, step)
+    fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
+    (stage,) = _first_stage_candidates(
+        _checked_first_stages(first_stage, fits_blocks, image.shape, auto=False),
+        _checked_distances(pilot_search_distance, "pilot_search_distance", single=True),
+    )
+    weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=False)
     if not sigma > 0:
         raise ValueError(f"noise_variance must be positive; got {noise_variance}.")
     torch_device = resolve_device(device)
-    settings = {
-        "patch_size": patch_size,
-        "search_distance": search_distance,
-        "step": step,
-        "first_temperature": float(_checked_temperatures(temperature, "temperature")[0]),
-    }
+    first = _checked_temperatures(temperature, "temperature")[0]
+    settings = _settings(patch_size, search_distance, block_search_distance, step, first)
     second = float(_checked_temperatures(second_temperature, "second_temperature")[0])
     centre = float(image.mean())
-    # float64: the divergence is a difference of two runs at a step of 1e-3
+    # float64: the divergence is a difference of two runs a small step apart
     units = torch.as_tensor((image - centre) / sigma, dtype=torch.float64, device=torch_device)
     probe = check_random_state(random_state).standard_normal(image.shape)
     probe = torch.as_tensor(probe, dtype=torch.float64, device=torch_device)
-    denoised = _two_stages(units, second, settings, 0)
-    nudged = _two_stages(units + epsilon * probe, second, settings, 0)
+    choice = (stage, second, weight)
+    denoised = _denoised(units, choice, settings)
+    nudged = _denoised(units + epsilon * probe, choice, settings)
     divergence = float((probe * (nudged - denoised)).sum()) / epsilon
     n_pixels = image.size
     # in units of the noise (sigma = 1), then back to the image's
@@ -268,21 +357,47 @@ def wiener_sure(
     return risk * sigma**2
 
 
-def _two_stages(units, second_temperature, settings, verbose):
-    """Both stages on an image in units of its noise; the second's guide is the first's output."""
-    start = time.perf_counter()
-    guide = _first_stage(units, settings)
-    middle = time.perf_counter()
-    denoised = _second_stage(units, guide, second_temperature, settings)
-    if verbose:
-        print(
-            f"[denoise_image_wiener] first stage {middle - start:.1f} s, "
-            f"second {time.perf_counter() - middle:.1f} s"
+def _settings(patch_size, search_distance, block_search_distance, step, first_temperature):
+    if not isinstance(block_search_distance, int | np.integer) or block_search_distance < 0:
+        raise ValueError(
+            f"block_search_distance must be an integer >= 0; got {block_search_distance!r}."
         )
-    return denoised
+    return {
+        "patch_size": patch_size,
+        "search_distance": search_distance,
+        "block_search_distance": int(block_search_distance),
+        "step": step,
+        "first_temperature": float(first_temperature),
+    }
 
 
-def _first_stage(units, settings):
+def _denoised(units, choice, settings, bar=None):
+    """The denoiser for one ``(first stage, second temperature, collaborative
+    weight)`` on an image in units of its noise."""
+    stage, temperature, weight = choice
+    guide = _first_stage(units, stage, settings)
+    _advance(bar)
+    gated = _second_stage(units, guide, temperature, settings) if weight < 1 else 0.0
+    _advance(bar)
+    collaborative = _collaborative_second(units, guide, settings) if weight > 0 else 0.0
+    _advance(bar)
+    return (1 - weight) * gated + weight * collaborative
+
+
+def _first_stage(units, first_stage, settings):
+    """The pilot the second stage is gated and fitted on, for a ``(stage,
+    window)`` pair: BM3D's hard thresholding over offsets up to ``window``,
+    or the clipped empirical Wiener map over the gated window."""
+    stage, window = first_stage
+    if stage == "threshold":
+        return collaborative_stage(
+            units,
+            rule="threshold",
+            block_size=THRESHOLD_BLOCK,
+            search_distance=window,
+            group_size=THRESHOLD_GROUP,
+            step=min(settings["step"], THRESHOLD_BLOCK),
+        )
     return wiener_stage(
         units,
         units,
@@ -297,6 +412,7 @@ def _first_stage(units, settings):
 
 
 def _second_stage(units, guide, temperature, settings):
+    """The gated second stage: attention over the window, a Gaussian expert per group."""
     return wiener_stage(
         units,
         guide,
@@ -308,20 +424,142 @@ def _second_stage(units, guide, temperature, settings):
     )
 
 
-def _sure_by_second_temperature(units, probe, temperatures, settings, epsilon=1e-2):
-    """Monte-Carlo SURE (noise units) of the two stages for each second
-    temperature, with one probe: the first stage runs once on the image and
-    once on it nudged, and every candidate's second stage on both."""
-    nudged_units = units + epsilon * probe
-    guide, nudged_guide = _first_stage(units, settings), _first_stage(nudged_units, settings)
-    risks = []
-    for temperature in temperatures:
-        denoised = _second_stage(units, guide, temperature, settings)
-        nudged = _second_stage(nudged_units, nudged_guide, temperature, settings)
-        divergence = float((probe * (nudged - denoised)).double().sum()) / epsilon
-        residual = float((denoised - units).double().square().mean())
-        risks.append(residual - 1 + 2 * divergence / units.numel())
+def _collaborative_second(units, guide, settings):
+    """The collaborative second stage: BM3D's Wiener filter of the groups."""
+    return collaborative_stage(
+        units,
+        guide,
+        rule="wiener",
+        block_size=THRESHOLD_BLOCK,
+        search_distance=settings["block_search_distance"],
+        group_size=WIENER_GROUP,
+        step=min(settings["step"], THRESHOLD_BLOCK),
+    )
+
+
+def _sure_by_candidates(
+    crops, probes, first_stages, temperatures, weight, settings, bar, epsilon=SURE_STEP
+):
+    """Monte-Carlo SURE (noise units) over the crops for each first stage and
+    second temperature, with one probe per crop shared by all candidates:
+    each stage runs once on a crop and once on it nudged. The collaborative
+    weight, when ``None``, is the one of lowest SURE in [0, 1], in closed
+    form (SURE is quadratic in it). Returns ``{(first stage, temperature,
+    weight): risk}``."""
+    nudged_crops = [crop + epsilon * probe for crop, probe in zip(crops, probes, strict=True)]
+    n_pixels = sum(crop.numel() for crop in crops)
+
+    def pilots(stage):
+        plain = [_first_stage(crop, stage, settings) for crop in crops]
+        nudged = [_first_stage(crop, stage, settings) for crop in nudged_crops]
+        _advance(bar, 2)
+        return plain, nudged
+
+    def residual_and_divergence(stage_function, guides):
+        residuals, divergence = [], 0.0
+        for crop, nudged_crop, probe, guide, nudged_guide in zip(
+            crops, nudged_crops, probes, *guides, strict=True
+        ):
+            plain = stage_function(crop, guide)
+            divergence += float(
+                (probe * (stage_function(nudged_crop, nudged_guide) - plain)).double().sum()
+            )
+            residuals.append((plain - crop).double().reshape(-1))
+        _advance(bar, 2)
+        return torch.cat(residuals), divergence / epsilon
+
+    risks = {}
+    for stage in first_stages:
+        guides = pilots(stage)
+        if weight != 0.0:
+            collaborative = residual_and_divergence(
+                lambda image, pilot: _collaborative_second(image, pilot, settings), guides
+            )
+        if weight == 1.0:
+            risks[stage, float(temperatures[0]), 1.0] = _risk(*collaborative, n_pixels)
+            continue
+        for temperature in temperatures:
+            gated = residual_and_divergence(
+                lambda image, pilot, t=temperature: _second_stage(image, pilot, t, settings),
+                guides,
+            )
+            w = _best_weight(gated, collaborative) if weight is None else weight
+            residual = (1 - w) * gated[0] + (w * collaborative[0] if w else 0.0)
+            divergence = (1 - w) * gated[1] + (w * collaborative[1] if w else 0.0)
+            risks[stage, float(temperature), w] = _risk(residual, divergence, n_pixels)
     return risks
+
+
+def _risk(residual, divergence, n_pixels):
+    """SURE in units of the noise: ``|f(y) - y|^2 / N - 1 + 2 div f / N``."""
+    return float(residual.square().mean()) - 1 + 2 * divergence / n_pixels
+
+
+def _best_weight(gated, collaborative):
+    """The weight ``w`` in [0, 1] of lowest SURE of ``(1 - w) g + w c``:
+    ``|a + w (c - a)|^2 + 2 ((1 - w) div_g + w div_c)`` is quadratic in ``w``."""
+    (a, div_a), (c, div_c) = gated, collaborative
+    difference = c - a
+    curvature = float(difference.square().sum())
+    if curvature == 0:
+        return 0.0
+    return float(np.clip(-(float((a * difference).sum()) + div_c - div_a) / curvature, 0, 1))
+
+
+def _advance(bar, runs=1):
+    if bar is not None:
+        bar.update(runs)
+
+
+def _first_stage_candidates(stages, windows):
+    """``(stage, window)`` pairs: the thresholding at each window, the Wiener
+    first stage (whose window is ``search_distance``) once."""
+    return [
+        (stage, window)
+        for stage in stages
+        for window in (windows if stage == "threshold" else [None])
+    ]
+
+
+def _checked_distances(value, name, single=False):
+    values = [value] if single or isinstance(value, int | np.integer) else list(value)
+    if not values or not all(isinstance(v, int | np.integer) and v >= 0 for v in values):
+        expected = "an integer" if single else "an integer or a sequence of integers"
+        raise ValueError(f"{name} must be {expected} >= 0; got {value!r}.")
+    return [int(v) for v in values]
+
+
+def _checked_first_stages(value, fits_blocks, shape, *, auto):
+    """The first stages to compare: both for "auto" (the Wiener one alone on
+    an image smaller than the thresholding's blocks), else the one named."""
+    if auto and isinstance(value, str) and value == "auto":
+        return list(FIRST_STAGES) if fits_blocks else ["wiener"]
+    if not (isinstance(value, str) and value in FIRST_STAGES):
+        options = ("auto",) + FIRST_STAGES if auto else FIRST_STAGES
+        raise ValueError(f"first_stage must be one of {options}; got {value!r}.")
+    if value == "threshold" and not fits_blocks:
+        raise ValueError(_too_small("first_stage='threshold'", shape))
+    return [value]
+
+
+def _checked_weight(value, fits_blocks, shape, *, auto):
+    """The collaborative weight, or None for "auto" (0 on an image smaller
+    than a block)."""
+    if auto and isinstance(value, str) and value == "auto":
+        return None if fits_blocks else 0.0
+    if isinstance(value, str) or not isinstance(value, Real) or not 0 <= value <= 1:
+        expected = '"auto" or a number' if auto else "a number"
+        raise ValueError(f"collaborative_weight must be {expected} in [0, 1]; got {value!r}.")
+    if value > 0 and not fits_blocks:
+        raise ValueError(_too_small(f"collaborative_weight={value}", shape))
+    return float(value)
+
+
+def _too_small(what, shape):
+    return (
+        f"{what} needs an image of at least {THRESHOLD_BLOCK} x {THRESHOLD_BLOCK} pixels "
+        f"(its blocks); got {shape[0]} x {shape[1]}."
+    )
 
 
 def _checked_temperatures(value, name):
@@ -377,7 +615,21 @@ def _checked(noisy, noise_variance, patch_size, search_distance, step):
     return image, sigma
 
 
-def _central_crop(image, size):
-    rows, cols = min(size, image.shape[0]), min(size, image.shape[1])
-    top, left = (image.shape[0] - rows) // 2, (image.shape[1] - cols) // 2
-    return image[top : top + rows, left : left + cols]
+def _crops(image, size):
+    """Where SURE compares the candidates: the centres of the image's four
+    quadrants, ``size // 2`` on a side (the area of one ``size`` crop, spread
+    over the image) and at most a quarter of the image's smaller side, or
+    the image's centre, ``size`` on a side, on images too small for that."""
+    rows, cols = image.shape
+    half = min(size // 2, min(rows, cols) // 4)
+    if half < 2 * THRESHOLD_BLOCK:
+        rows_kept, cols_kept = min(size, rows), min(size, cols)
+        top, left = (rows - rows_kept) // 2, (cols - cols_kept) // 2
+        return [image[top : top + rows_kept, left : left + cols_kept]]
+    crops = []
+    for centre_row in (rows // 4, 3 * rows // 4):
+        for centre_col in (cols // 4, 3 * cols // 4):
+            top = min(max(centre_row - half // 2, 0), rows - half)
+            left = min(max(centre_col - half // 2, 0), cols - half)
+            crops.append(image[top : top + half, left : left + half])
+    return crops

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from sk_softmix.image import _wiener_fit as wiener_fit
 from sk_softmix.image import _wiener_head as wiener_head
 from sk_softmix.image import denoise_image_wiener, wiener_sure
 from sk_softmix.image._wiener_head import reference_positions, wiener_stage
@@ -120,7 +121,10 @@ def test_denoises_a_natural_image_beyond_the_noise():
 
 
 @pytest.mark.slow
-def test_sure_estimates_the_error():
+@pytest.mark.parametrize(
+    "first_stage, collaborative_weight", [("threshold", 0.5), ("wiener", 0.0), ("threshold", 1.0)]
+)
+def test_sure_estimates_the_error(first_stage, collaborative_weight):
     # SURE is unbiased; on 128 x 128 pixels it fluctuates by about 10% of the
     # error from draw to draw (the noise's own, and one probe's), so the mean
     # of the paired differences over the draws must be within three of its
@@ -129,8 +133,13 @@ def test_sure_estimates_the_error():
     differences, errors = [], []
     for seed in range(4):
         noisy = clean + 0.1 * np.random.default_rng(seed).standard_normal(clean.shape)
-        error = np.mean((denoise_image_wiener(noisy, 0.01, second_temperature=1.0) - clean) ** 2)
-        differences.append(wiener_sure(noisy, 0.01, random_state=seed) - error)
+        settings = {
+            "second_temperature": 1.0,
+            "first_stage": first_stage,
+            "collaborative_weight": collaborative_weight,
+        }
+        error = np.mean((denoise_image_wiener(noisy, 0.01, **settings) - clean) ** 2)
+        differences.append(wiener_sure(noisy, 0.01, random_state=seed, **settings) - error)
         errors.append(error)
     differences = np.array(differences)
     standard_error = differences.std(ddof=1) / np.sqrt(len(differences))
@@ -144,13 +153,102 @@ def test_the_second_temperature_is_chosen_by_sure(capsys):
     # a temperature so low that the second stage weighs each reference's
     # own patch alone, against a reasonable one: SURE must tell them apart
     candidates = [0.001, 1.0]
+    settings = {"collaborative_weight": 0.0}
     chosen = denoise_image_wiener(
-        noisy, 0.01, second_temperature=candidates, verbose=1, random_state=0
+        noisy, 0.01, second_temperature=candidates, verbose=1, random_state=0, **settings
     )
     lines = capsys.readouterr().out.splitlines()
     risks = [float(line.rsplit(" ", 1)[1]) for line in lines if "SURE" in line]
     assert len(risks) == 2 and risks[1] < risks[0]
-    np.testing.assert_array_equal(chosen, denoise_image_wiener(noisy, 0.01, second_temperature=1.0))
+    np.testing.assert_array_equal(
+        chosen, denoise_image_wiener(noisy, 0.01, second_temperature=1.0, **settings)
+    )
+
+
+def test_the_collaborative_weight_is_the_sure_minimum():
+    # SURE of (1 - w) g + w c is quadratic in w: the closed form must be the
+    # minimum of the same expression over a fine grid of [0, 1]
+    rng = np.random.default_rng(7)
+    gated = (torch.as_tensor(rng.standard_normal(500)), 40.0)
+    collaborative = (torch.as_tensor(0.8 * rng.standard_normal(500) + 0.3), 70.0)
+    best = wiener_fit._best_weight(gated, collaborative)
+
+    def sure(w):
+        residual = (1 - w) * gated[0] + w * collaborative[0]
+        return wiener_fit._risk(residual, (1 - w) * gated[1] + w * collaborative[1], 500)
+
+    grid = np.linspace(0, 1, 1001)
+    assert 0 < best < 1
+    assert abs(best - grid[np.argmin([sure(w) for w in grid])]) <= 1e-3
+    # and clipped to [0, 1] when the minimum lies outside: an expert with the
+    # same residual shifted and a much larger divergence is never worth it
+    assert wiener_fit._best_weight(gated, (gated[0] + 5.0, gated[1] + 1e3)) == 0.0
+    assert wiener_fit._best_weight((gated[0] + 5.0, gated[1] + 1e3), gated) == 1.0
+
+
+def test_sure_compares_on_crops_spread_over_the_image():
+    image = np.arange(400 * 300, dtype=float).reshape(400, 300)
+    crops = wiener_fit._crops(image, 192)
+    # four quadrant centres, 75 = 300 // 4 on a side (at most a quarter of
+    # the smaller side), inside the image
+    assert len(crops) == 4 and all(crop.shape == (75, 75) for crop in crops)
+    centres = sorted((crop[37, 37] // 300, crop[37, 37] % 300) for crop in crops)
+    assert centres == [(100, 75), (100, 225), (300, 75), (300, 225)]
+    # a small image: its centre, whole
+    (small,) = wiener_fit._crops(image[:40, :50], 192)
+    assert small.shape == (40, 50)
+
+
+def test_the_first_stage_is_chosen_by_sure(capsys):
+    rng = np.random.default_rng(5)
+    noisy = _camera_crop(64) + 0.1 * rng.standard_normal((64, 64))
+    chosen = denoise_image_wiener(
+        noisy, 0.01, first_stage="auto", second_temperature=1.0, verbose=1, random_state=0
+    )
+    lines = [line for line in capsys.readouterr().out.splitlines() if "SURE" in line]
+    risks = {
+        line.split("first stage ")[1].split()[0].rstrip(","): float(line.rsplit(" ", 1)[1])
+        for line in lines
+    }
+    assert sorted(risks) == ["threshold", "wiener"]
+    best = min(risks, key=risks.get)
+    again = denoise_image_wiener(
+        noisy, 0.01, first_stage=best, second_temperature=1.0, random_state=0
+    )
+    np.testing.assert_array_equal(chosen, again)
+
+
+def test_the_pilot_window_is_chosen_by_sure(capsys):
+    rng = np.random.default_rng(8)
+    noisy = _camera_crop(64) + 0.1 * rng.standard_normal((64, 64))
+    settings = {"second_temperature": 0.5, "collaborative_weight": 0.0, "random_state": 0}
+    chosen = denoise_image_wiener(noisy, 0.01, pilot_search_distance=(3, 11), verbose=1, **settings)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "SURE" in line]
+    risks = {
+        int(line.split("(window ")[1].split(")")[0]): float(line.rsplit(" ", 1)[1])
+        for line in lines
+    }
+    assert sorted(risks) == [3, 11]
+    best = min(risks, key=risks.get)
+    again = denoise_image_wiener(noisy, 0.01, pilot_search_distance=best, **settings)
+    np.testing.assert_array_equal(chosen, again)
+
+
+def test_images_smaller_than_a_block_use_the_wiener_first_stage():
+    # 6 x 6 holds a 5 x 5 patch but no 8 x 8 block of the thresholding
+    rng = np.random.default_rng(6)
+    noisy = np.kron(rng.integers(0, 2, size=(2, 2)), np.ones((3, 3))) + 0.1 * rng.standard_normal(
+        (6, 6)
+    )
+    auto = denoise_image_wiener(noisy, 0.01, first_stage="auto", random_state=0)
+    wiener = denoise_image_wiener(
+        noisy, 0.01, first_stage="wiener", collaborative_weight=0.0, random_state=0
+    )
+    np.testing.assert_array_equal(auto, wiener)
+    with pytest.raises(ValueError, match="at least 8 x 8"):
+        denoise_image_wiener(noisy, 0.01, first_stage="threshold")
+    with pytest.raises(ValueError, match="at least 8 x 8"):
+        denoise_image_wiener(noisy, 0.01, first_stage="wiener", collaborative_weight=0.5)
 
 
 def test_noise_variance_zero_returns_the_image():
@@ -176,6 +274,12 @@ def _noisy_zeros():
         (_noisy_zeros(), {"noise_variance": 0.01, "crop_size": 3}, "crop_size"),
         (_noisy_zeros(), {"noise_variance": 0.01, "temperature": 0.0}, "positive"),
         (_noisy_zeros(), {"noise_variance": 0.01, "second_temperature": []}, "positive"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "first_stage": "bm3d"}, "first_stage"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "collaborative_weight": 1.5}, "in \\[0, 1\\]"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "collaborative_weight": "yes"}, "in \\[0, 1\\]"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "block_search_distance": -1}, ">= 0"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "pilot_search_distance": []}, ">= 0"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "pilot_search_distance": (7, -1)}, ">= 0"),
     ],
 )
 def test_bad_input_is_a_clear_error(image, kwargs, message):

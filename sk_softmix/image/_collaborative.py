@@ -1,0 +1,192 @@
+"""Collaborative filtering of groups of similar blocks: BM3D's two experts.
+
+For a reference block (``b x b`` pixels, references every ``step``
+pixels) the ``n`` blocks of its search window nearest to it on a guide
+image, in mean squared difference, form a group ``Z`` (the reference
+first). The group's separable transform ``Theta = H Z D^T`` (``H`` the
+orthonormal Haar transform across the group, ``D`` the 2-D DCT of a block)
+is shrunk coefficient by coefficient, ``H^T (S * Theta) D``, the noise's
+standard deviation being 1 (Dabov et al., 2007):
+
+- ``rule="threshold"`` (the guide is the noisy image): ``S = 1`` where
+  ``|Theta| > lambda``, else 0, a projection the data pick;
+- ``rule="wiener"`` (the guide a pilot estimate): ``S = G^2 / (G^2 + 1)``
+  with ``G`` the guide group's coefficients, the group's empirical Wiener
+  map in that basis.
+
+Given the guide, each is a linear map of the group: a gated linear expert
+whose gate is the hard top-``n`` selection (the zero-temperature limit of
+the key-norm softmax over the window). Each pixel averages the estimates
+of the blocks that hold it, each group weighted by the inverse of its
+estimate's noise variance (``1 / sum S^2``: the kept coefficients' count
+for the threshold).
+
+The distances for every offset of the window are box sums of squared
+differences of shifted images, computed for a band of reference rows at a
+time, so that memory is bounded by a band whatever the image's size.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._wiener_head import reference_positions
+
+# Reference rows per band, and window offsets per batch of box filters: about
+# 30 MB of work tensors for a 512-pixel-wide image at the defaults.
+BAND_ROWS = 8
+OFFSET_BATCH = 64
+
+
+def dct_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """The orthonormal DCT-II matrix of ``size`` points (rows: frequencies)."""
+    index = torch.arange(size, dtype=torch.float64)
+    matrix = torch.cos(math.pi * (2 * index[None] + 1) * index[:, None] / (2 * size))
+    matrix *= math.sqrt(2 / size)
+    matrix[0] /= math.sqrt(2)
+    return matrix.to(dtype=dtype, device=device)
+
+
+def haar_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """The orthonormal Haar matrix of ``size`` points, a power of two (rows:
+    the mean first, then differences from coarse to fine)."""
+    if size < 1 or size & (size - 1):
+        raise ValueError(f"The Haar transform needs a power of two; got {size}.")
+    matrix = torch.ones(1, 1, dtype=torch.float64)
+    pair_sum, pair_difference = torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, -1.0]])
+    while matrix.shape[0] < size:
+        half = matrix.shape[0]
+        matrix = torch.cat(
+            [
+                torch.kron(matrix, pair_sum.double()),
+                torch.kron(torch.eye(half, dtype=torch.float64), pair_difference.double()),
+            ]
+        ) / math.sqrt(2)
+    return matrix.to(dtype=dtype, device=device)
+
+
+def collaborative_stage(
+    noisy: torch.Tensor,
+    guide: torch.Tensor | None = None,
+    *,
+    rule: str = "threshold",
+    block_size: int = 8,
+    search_distance: int = 7,
+    group_size: int = 16,
+    step: int = 3,
+    threshold: float = 2.7,
+) -> torch.Tensor:
+    """One collaborative stage on an image in units of its noise.
+
+    Parameters
+    ----------
+    noisy : Tensor of shape (H, W)
+        The noisy image, mean removed and divided by the noise's standard
+        deviation (noise variance 1); at least ``block_size`` on each side.
+    guide : Tensor of shape (H, W) or None, default=None
+        The image the groups are matched on, and whose coefficients give
+        the Wiener rule's shrinkage; ``None``: ``noisy``.
+    rule : {"threshold", "wiener"}, default="threshold"
+        The shrinkage (see the module).
+    block_size : int, default=8
+        Side ``b`` of the blocks.
+    search_distance : int, default=7
+        ``d``: a group's blocks are taken among the ``(2 d + 1)^2`` around
+        its reference (those inside the image).
+    group_size : int, default=16
+        Blocks per group, a power of two; fewer (the largest power of two
+        available) where the window holds fewer blocks.
+    step : int, default=3
+        Distance between reference blocks, at most ``block_size``.
+    threshold : float, default=2.7
+        ``lambda`` of the threshold rule, in units of the noise's standard
+        deviation (BM3D's value).
+
+    Returns
+    -------
+    Tensor of shape (H, W)
+        The estimate, in ``noisy``'s dtype.
+    """
+    height, width = noisy.shape
+    b, d = block_size, search_distance
+    rows, cols = height - b + 1, width - b + 1  # block positions
+    device, dtype = noisy.device, noisy.dtype
+    axis = torch.arange(-d, d + 1, device=device)
+    offsets = torch.stack(torch.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+    own_offset = len(offsets) // 2  # (0, 0): the reference itself
+    # a block's pixels as flat offsets from its top-left pixel
+    block_axis = torch.arange(b, device=device)
+    block_pixels = (block_axis[:, None] * width + block_axis).reshape(-1)
+    block_transform = torch.kron(dct_matrix(b, dtype, device), dct_matrix(b, dtype, device))
+    y_refs = reference_positions(rows, step, device)
+    x_refs = reference_positions(cols, step, device)
+    guide = noisy if guide is None else guide
+    # zeros outside the image; blocks reaching out of it are masked below
+    padded = F.pad(guide[None, None], (d, d, d, d))[0, 0]
+    flat, guide_flat = noisy.reshape(-1), guide.reshape(-1)
+    total = torch.zeros(height * width, dtype=torch.float64, device=device)
+    weight = torch.zeros_like(total)
+    for y_band in y_refs.split(BAND_ROWS):
+        top, bottom = int(y_band[0]), int(y_band[-1]) + b  # the band's pixel rows
+        distances = _band_distances(guide, padded, offsets, top, bottom, d, b, y_band - top, x_refs)
+        distances = distances.permute(1, 2, 0)  # (by, bx, m)
+        candidate_y = y_band[:, None, None] + offsets[:, 0]
+        candidate_x = x_refs[None, :, None] + offsets[:, 1]
+        outside = (
+            (candidate_y < 0) | (candidate_y >= rows) | (candidate_x < 0) | (candidate_x >= cols)
+        )
+        distances = distances.masked_fill(outside, torch.inf)
+        distances[..., own_offset] = -1.0  # the reference leads its group, even among ties
+        finite = torch.isfinite(distances).sum(dim=-1).min()
+        size = min(group_size, 2 ** int(math.log2(int(finite))))
+        # the nearest blocks, nearest first (ties in any order)
+        order = torch.topk(distances, size, dim=-1, largest=False).indices  # (by, bx, n)
+        block_y = y_band[:, None, None] + offsets[order, 0]
+        block_x = x_refs[None, :, None] + offsets[order, 1]
+        pixels = ((block_y * width + block_x).reshape(-1, size))[..., None] + block_pixels
+        across = haar_matrix(size, dtype, device)
+        coefficients = across @ flat[pixels] @ block_transform.T  # (references, n, b^2)
+        if rule == "threshold":
+            shrink = (coefficients.abs() > threshold).to(dtype)
+        else:
+            energy = (across @ guide_flat[pixels] @ block_transform.T).square()
+            shrink = energy / (energy + 1)
+        estimate = across.T @ (shrink * coefficients) @ block_transform
+        # BM3D's aggregation weight: the inverse of the estimate's noise
+        # variance (at least that of one coefficient kept)
+        group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)
+        spread = group_weight[:, None, None].expand_as(estimate)
+        targets = pixels.reshape(-1)
+        total.index_add_(0, targets, (estimate * spread).reshape(-1).double())
+        weight.index_add_(0, targets, spread.reshape(-1).double())
+    return (total / weight).reshape(height, width).to(dtype)
+
+
+def _band_distances(noisy, padded, offsets, top, bottom, d, b, y_local, x_refs):
+    """Mean squared difference between the reference blocks of a band (rows
+    ``top + y_local``, columns ``x_refs``) and their shifts by every offset:
+    (m, band references, column references); meaningless where the shifted
+    block leaves the image (zeros there). Box sums are differences of cumulative sums,
+    down the rows and then across the columns, each read only where
+    references need them."""
+    width = noisy.shape[1]
+    reference = noisy[top:bottom]
+    out = []
+    for batch in offsets.split(OFFSET_BATCH):
+        shifted = torch.stack(
+            [
+                padded[top + d + dy : bottom + d + dy, d + dx : d + dx + width]
+                for dy, dx in batch.tolist()
+            ]
+        )
+        down = _box_sums((shifted - reference).square(), y_local, b, dim=1)
+        out.append(_box_sums(down, x_refs, b, dim=2) / (b * b))
+    return torch.cat(out)
+
+
+def _box_sums(values, starts, b, dim):
+    """Sums of ``b`` consecutive entries along ``dim`` from each of ``starts``."""
+    cumulative = torch.cumsum(values, dim=dim)
+    cumulative = F.pad(cumulative, (1, 0) if dim == 2 else (0, 0, 1, 0))
+    return cumulative.index_select(dim, starts + b) - cumulative.index_select(dim, starts)
