@@ -31,7 +31,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._wiener_head import reference_positions
+from ._wiener_head import reference_positions, window_offsets
 
 # Reference rows per band, and window offsets per batch of box filters: about
 # 30 MB of work tensors for a 512-pixel-wide image at the defaults.
@@ -112,8 +112,7 @@ def collaborative_stage(
     b, d = block_size, search_distance
     rows, cols = height - b + 1, width - b + 1  # block positions
     device, dtype = noisy.device, noisy.dtype
-    axis = torch.arange(-d, d + 1, device=device)
-    offsets = torch.stack(torch.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+    offsets = window_offsets(d, device)
     own_offset = len(offsets) // 2  # (0, 0): the reference itself
     # a block's pixels as flat offsets from its top-left pixel
     block_axis = torch.arange(b, device=device)

@@ -46,6 +46,13 @@ def patches_of(image: torch.Tensor, patch_size: int) -> torch.Tensor:
     return columns.T.reshape(height - patch_size + 1, width - patch_size + 1, -1)
 
 
+def window_offsets(distance: int, device) -> torch.Tensor:
+    """Every offset ``(dy, dx)`` with ``|dy|, |dx| <= distance``, in raster
+    order (the centre, ``(0, 0)``, in the middle): shape ((2 d + 1)^2, 2)."""
+    axis = torch.arange(-distance, distance + 1, device=device)
+    return torch.stack(torch.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+
+
 def reference_positions(length: int, step: int, device) -> torch.Tensor:
     """Every ``step``-th patch position along an axis of ``length`` positions,
     and the last one, so that every pixel lies in a reference patch."""
@@ -102,8 +109,7 @@ def wiener_stage(
     weight = torch.zeros_like(total)
     y_refs = reference_positions(rows, step, device)
     x_refs = reference_positions(cols, step, device)
-    axis = torch.arange(-d, d + 1, device=device)
-    window = torch.stack(torch.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)  # (m, 2)
+    window = window_offsets(d, device)  # (m, 2)
     identity = torch.eye(k * k, dtype=dtype, device=device)
     for y_block in y_refs.split(TILE_REFERENCES):
         top, bottom = max(int(y_block[0]) - d, 0), min(int(y_block[-1]) + d, rows - 1) + k
