@@ -96,7 +96,7 @@ def collaborative_stage(
         its reference (those inside the image).
     group_size : int, default=16
         Blocks per group, a power of two; fewer (the largest power of two
-        available) where the window holds fewer blocks.
+        available) in a band of references whose windows hold fewer blocks.
     step : int, default=3
         Distance between reference blocks, at most ``block_size``.
     threshold : float, default=2.7
@@ -126,6 +126,7 @@ def collaborative_stage(
     flat, guide_flat = noisy.reshape(-1), guide.reshape(-1)
     total = torch.zeros(height * width, dtype=torch.float64, device=device)
     weight = torch.zeros_like(total)
+    across_by_size = {}  # the Haar matrix of each group size met (one, but in a small window)
     for y_band in y_refs.split(BAND_ROWS):
         top, bottom = int(y_band[0]), int(y_band[-1]) + b  # the band's pixel rows
         distances = _band_distances(guide, padded, offsets, top, bottom, d, b, y_band - top, x_refs)
@@ -144,7 +145,9 @@ def collaborative_stage(
         block_y = y_band[:, None, None] + offsets[order, 0]
         block_x = x_refs[None, :, None] + offsets[order, 1]
         pixels = ((block_y * width + block_x).reshape(-1, size))[..., None] + block_pixels
-        across = haar_matrix(size, dtype, device)
+        if size not in across_by_size:
+            across_by_size[size] = haar_matrix(size, dtype, device)
+        across = across_by_size[size]
         coefficients = across @ flat[pixels] @ block_transform.T  # (references, n, b^2)
         if rule == "threshold":
             shrink = (coefficients.abs() > threshold).to(dtype)
@@ -162,15 +165,15 @@ def collaborative_stage(
     return (total / weight).reshape(height, width).to(dtype)
 
 
-def _band_distances(noisy, padded, offsets, top, bottom, d, b, y_local, x_refs):
+def _band_distances(image, padded, offsets, top, bottom, d, b, y_local, x_refs):
     """Mean squared difference between the reference blocks of a band (rows
     ``top + y_local``, columns ``x_refs``) and their shifts by every offset:
     (m, band references, column references); meaningless where the shifted
-    block leaves the image (zeros there). Box sums are differences of cumulative sums,
-    down the rows and then across the columns, each read only where
-    references need them."""
-    width = noisy.shape[1]
-    reference = noisy[top:bottom]
+    block leaves the image (zeros there). Box sums are differences of
+    cumulative sums, down the rows and then across the columns, each read
+    only where references need them."""
+    width = image.shape[1]
+    reference = image[top:bottom]
     out = []
     for batch in offsets.split(OFFSET_BATCH):
         shifted = torch.stack(

@@ -243,7 +243,6 @@ def denoise_image_wiener(
             choice = min(risks, key=risks.get)
         units = torch.as_tensor((image - centre) / sigma, dtype=torch.float32, device=torch_device)
         denoised = _denoised(units, choice, settings, bar)
-        bar.update(bar.total - bar.n)
     return denoised.cpu().double().numpy() * sigma + centre
 
 
@@ -358,14 +357,13 @@ def wiener_sure(
 
 
 def _settings(patch_size, search_distance, block_search_distance, step, first_temperature):
-    if not isinstance(block_search_distance, int | np.integer) or block_search_distance < 0:
-        raise ValueError(
-            f"block_search_distance must be an integer >= 0; got {block_search_distance!r}."
-        )
+    (block_window,) = _checked_distances(
+        block_search_distance, "block_search_distance", single=True
+    )
     return {
         "patch_size": patch_size,
         "search_distance": search_distance,
-        "block_search_distance": int(block_search_distance),
+        "block_search_distance": block_window,
         "step": step,
         "first_temperature": float(first_temperature),
     }
@@ -390,14 +388,7 @@ def _first_stage(units, first_stage, settings):
     or the clipped empirical Wiener map over the gated window."""
     stage, window = first_stage
     if stage == "threshold":
-        return collaborative_stage(
-            units,
-            rule="threshold",
-            block_size=THRESHOLD_BLOCK,
-            search_distance=window,
-            group_size=THRESHOLD_GROUP,
-            step=min(settings["step"], THRESHOLD_BLOCK),
-        )
+        return _blocks(units, None, "threshold", window, THRESHOLD_GROUP, settings)
     return wiener_stage(
         units,
         units,
@@ -426,13 +417,20 @@ def _second_stage(units, guide, temperature, settings):
 
 def _collaborative_second(units, guide, settings):
     """The collaborative second stage: BM3D's Wiener filter of the groups."""
+    window = settings["block_search_distance"]
+    return _blocks(units, guide, "wiener", window, WIENER_GROUP, settings)
+
+
+def _blocks(units, guide, rule, window, group_size, settings):
+    """A collaborative stage on BM3D's 8 x 8 blocks, references every ``step``
+    pixels (at most every block)."""
     return collaborative_stage(
         units,
         guide,
-        rule="wiener",
+        rule=rule,
         block_size=THRESHOLD_BLOCK,
-        search_distance=settings["block_search_distance"],
-        group_size=WIENER_GROUP,
+        search_distance=window,
+        group_size=group_size,
         step=min(settings["step"], THRESHOLD_BLOCK),
     )
 
@@ -483,10 +481,12 @@ def _sure_by_candidates(
                 lambda image, pilot, t=temperature: _second_stage(image, pilot, t, settings),
                 guides,
             )
-            w = _best_weight(gated, collaborative) if weight is None else weight
-            residual = (1 - w) * gated[0] + (w * collaborative[0] if w else 0.0)
-            divergence = (1 - w) * gated[1] + (w * collaborative[1] if w else 0.0)
-            risks[stage, float(temperature), w] = _risk(residual, divergence, n_pixels)
+            if weight == 0.0:  # no collaborative expert was run
+                w, blend = 0.0, gated
+            else:
+                w = _best_weight(gated, collaborative) if weight is None else weight
+                blend = [(1 - w) * g + w * c for g, c in zip(gated, collaborative, strict=True)]
+            risks[stage, float(temperature), w] = _risk(*blend, n_pixels)
     return risks
 
 
