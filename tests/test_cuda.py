@@ -119,7 +119,7 @@ def test_cuda_wiener_image_denoiser_matches_cpu():
     noisy = clean + 0.1 * rng.standard_normal(clean.shape)
     # no SURE search (one candidate), so both devices run the same stages;
     # the random image has no tied block distances
-    settings = {"second_temperature": 1.0, "collaborative_weight": 0.5}
+    settings = {"second_temperature": 1.0, "collaborative_weight": 0.5, "wiener_variance": 1.0}
     on_cpu = denoise_image_wiener(noisy, 0.01, device="cpu", **settings)
     on_gpu = denoise_image_wiener(noisy, 0.01, device="cuda", **settings)
     # float32 on both devices, different reduction and solver orders

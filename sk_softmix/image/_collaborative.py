@@ -10,9 +10,11 @@ standard deviation being 1 (Dabov et al., 2007):
 
 - ``rule="threshold"`` (the guide is the noisy image): ``S = 1`` where
   ``|Theta| > lambda``, else 0, a projection the data pick;
-- ``rule="wiener"`` (the guide a pilot estimate): ``S = G^2 / (G^2 + 1)``
+- ``rule="wiener"`` (the guide a pilot estimate): ``S = G^2 / (G^2 + v)``
   with ``G`` the guide group's coefficients, the group's empirical Wiener
-  map in that basis.
+  map in that basis when ``v = 1``, the noise's variance. A pilot's
+  coefficients are shrunk towards zero, its energies too small: a ``v``
+  below 1 offsets that (BM3D's software takes 0.4).
 
 Given the guide, each is a linear map of the group: a gated linear expert
 whose gate is the hard top-``n`` selection (the zero-temperature limit of
@@ -27,16 +29,16 @@ time, so that memory is bounded by a band whatever the image's size.
 """
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ._wiener_head import reference_positions, window_offsets
 
-# Reference rows per band, and window offsets per batch of box filters: about
-# 30 MB of work tensors for a 512-pixel-wide image at the defaults.
+# Reference rows per band: about 30 MB of work tensors for a 512-pixel-wide
+# image at the defaults.
 BAND_ROWS = 8
-OFFSET_BATCH = 64
 
 
 def dct_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -76,6 +78,7 @@ def collaborative_stage(
     group_size: int = 16,
     step: int = 3,
     threshold: float = 2.7,
+    wiener_variance: float | Sequence[float] = 1.0,
 ) -> torch.Tensor:
     """One collaborative stage on an image in units of its noise.
 
@@ -102,10 +105,14 @@ def collaborative_stage(
     threshold : float, default=2.7
         ``lambda`` of the threshold rule, in units of the noise's standard
         deviation (BM3D's value).
+    wiener_variance : float or sequence of float, default=1.0
+        ``v`` of the Wiener rule, in units of the noise's variance (the
+        threshold rule ignores it). A sequence: one estimate for each, from
+        the same groups.
 
     Returns
     -------
-    Tensor of shape (H, W)
+    Tensor of shape (H, W), or (len(wiener_variance), H, W) for a sequence
         The estimate, in ``noisy``'s dtype.
     """
     height, width = noisy.shape
@@ -124,12 +131,17 @@ def collaborative_stage(
     # zeros outside the image; blocks reaching out of it are masked below
     padded = F.pad(guide[None, None], (d, d, d, d))[0, 0]
     flat, guide_flat = noisy.reshape(-1), guide.reshape(-1)
-    total = torch.zeros(height * width, dtype=torch.float64, device=device)
-    weight = torch.zeros_like(total)
+    several = not isinstance(wiener_variance, int | float)
+    variances = list(wiener_variance) if several else [wiener_variance]
+    # sums of weighted estimates per pixel; weights per block position (a
+    # group's weight is the same on all its block's pixels), spread onto
+    # the pixels at the end
+    total = torch.zeros(len(variances), height * width, dtype=dtype, device=device)
+    block_weight = torch.zeros(len(variances), rows * cols, dtype=dtype, device=device)
     across_by_size = {}  # the Haar matrix of each group size met (one, but in a small window)
     for y_band in y_refs.split(BAND_ROWS):
         top, bottom = int(y_band[0]), int(y_band[-1]) + b  # the band's pixel rows
-        distances = _band_distances(guide, padded, offsets, top, bottom, d, b, y_band - top, x_refs)
+        distances = _band_distances(guide, padded, top, bottom, d, b, y_band - top, x_refs)
         distances = distances.permute(1, 2, 0)  # (by, bx, m)
         candidate_y = y_band[:, None, None] + offsets[:, 0]
         candidate_x = x_refs[None, :, None] + offsets[:, 1]
@@ -144,51 +156,74 @@ def collaborative_stage(
         order = torch.topk(distances, size, dim=-1, largest=False).indices  # (by, bx, n)
         block_y = y_band[:, None, None] + offsets[order, 0]
         block_x = x_refs[None, :, None] + offsets[order, 1]
+        blocks = (block_y * cols + block_x).reshape(-1)
         pixels = ((block_y * width + block_x).reshape(-1, size))[..., None] + block_pixels
         if size not in across_by_size:
             across_by_size[size] = haar_matrix(size, dtype, device)
         across = across_by_size[size]
         coefficients = across @ flat[pixels] @ block_transform.T  # (references, n, b^2)
-        if rule == "threshold":
-            shrink = (coefficients.abs() > threshold).to(dtype)
-        else:
+        if rule == "wiener":
             energy = (across @ guide_flat[pixels] @ block_transform.T).square()
-            shrink = energy / (energy + 1)
-        estimate = across.T @ (shrink * coefficients) @ block_transform
-        # BM3D's aggregation weight: the inverse of the estimate's noise
-        # variance (at least that of one coefficient kept)
-        group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)
-        spread = group_weight[:, None, None].expand_as(estimate)
         targets = pixels.reshape(-1)
-        total.index_add_(0, targets, (estimate * spread).reshape(-1).double())
-        weight.index_add_(0, targets, spread.reshape(-1).double())
-    return (total / weight).reshape(height, width).to(dtype)
+        for index, variance in enumerate(variances):
+            if rule == "threshold":
+                shrink = (coefficients.abs() > threshold).to(dtype)
+            else:
+                shrink = energy / (energy + variance)
+            estimate = across.T @ (shrink * coefficients) @ block_transform
+            # BM3D's aggregation weight: the inverse of the estimate's noise
+            # variance (at least that of one coefficient kept)
+            group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)
+            weighted = estimate * group_weight[:, None, None]
+            total[index].index_add_(0, targets, weighted.reshape(-1))
+            block_weight[index].index_add_(0, blocks, group_weight.repeat_interleave(size))
+    # a pixel's weight: the sum over the block positions whose block holds it
+    padded_weight = F.pad(block_weight.reshape(-1, rows, cols), (b - 1, b - 1, b - 1, b - 1))
+    weight = _sliding_sums(_sliding_sums(padded_weight, b, dim=1), b, dim=2)
+    estimates = total.reshape(len(variances), height, width) / weight
+    return estimates if several else estimates[0]
 
 
-def _band_distances(image, padded, offsets, top, bottom, d, b, y_local, x_refs):
+def _band_distances(image, padded, top, bottom, d, b, y_local, x_refs):
     """Mean squared difference between the reference blocks of a band (rows
-    ``top + y_local``, columns ``x_refs``) and their shifts by every offset:
-    (m, band references, column references); meaningless where the shifted
-    block leaves the image (zeros there). Box sums are differences of
-    cumulative sums, down the rows and then across the columns, each read
-    only where references need them."""
+    ``top + y_local``, columns ``x_refs``) and their shifts by every offset
+    of the window, in raster order: (m, band references, column
+    references); meaningless where the shifted block leaves the image (zeros
+    there). For one vertical shift, the horizontal ones are views of one
+    strip of the padded image (no copies); the box sums are sliding sums
+    down the rows and then across the columns, each read only where
+    references need them."""
     width = image.shape[1]
     reference = image[top:bottom]
     out = []
-    for batch in offsets.split(OFFSET_BATCH):
-        shifted = torch.stack(
-            [
-                padded[top + d + dy : bottom + d + dy, d + dx : d + dx + width]
-                for dy, dx in batch.tolist()
-            ]
-        )
-        down = _box_sums((shifted - reference).square(), y_local, b, dim=1)
-        out.append(_box_sums(down, x_refs, b, dim=2) / (b * b))
+    for dy in range(-d, d + 1):
+        strip = padded[top + d + dy : bottom + d + dy]  # (band rows, width + 2 d)
+        shifted = strip.unfold(1, width, 1).transpose(0, 1)  # (2 d + 1, band rows, width)
+        squares = (shifted - reference).square_()
+        down = _sliding_sums(squares, b, dim=1).index_select(1, y_local)
+        out.append(_sliding_sums(down, b, dim=2).index_select(2, x_refs) / (b * b))
     return torch.cat(out)
 
 
-def _box_sums(values, starts, b, dim):
-    """Sums of ``b`` consecutive entries along ``dim`` from each of ``starts``."""
-    cumulative = torch.cumsum(values, dim=dim)
-    cumulative = F.pad(cumulative, (1, 0) if dim == 2 else (0, 0, 1, 0))
-    return cumulative.index_select(dim, starts + b) - cumulative.index_select(dim, starts)
+def _sliding_sums(values, b, dim):
+    """Sums of ``b`` consecutive entries along ``dim``, from every start.
+
+    Sums over ``1, 2, 4, ...`` entries double by adding shifted copies of
+    the previous ones, and those of ``b``'s binary digits, placed end to
+    end, make up the ``b`` entries: about ``log2 b`` additions of the whole
+    tensor, faster than cumulative sums along a dimension that is not the
+    last, and without their cancellation."""
+    length = values.shape[dim] - b + 1
+    power, width, covered, total = values, 1, 0, None
+    remaining = b
+    while True:
+        if remaining & 1:  # a run of `width` entries, after those `covered`
+            part = power.narrow(dim, covered, length)
+            total = part if total is None else total + part
+            covered += width
+        remaining >>= 1
+        if not remaining:
+            return total
+        kept = power.shape[dim] - width
+        power = power.narrow(dim, 0, kept) + power.narrow(dim, width, kept)
+        width *= 2

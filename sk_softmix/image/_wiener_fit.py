@@ -1,5 +1,6 @@
 """The Wiener image denoiser: gated affine experts on a first stage's pilot, and its SURE."""
 
+import itertools
 import math
 import warnings
 from numbers import Real
@@ -14,17 +15,34 @@ from ._collaborative import collaborative_stage
 from ._validation import NOISE_EXCESS, check_image, noise_shown
 from ._wiener_head import wiener_stage
 
-# Second-stage temperatures compared by SURE by default (see the docstring).
-SECOND_TEMPERATURES = (0.25, 0.5)
+# The second stage's temperature by default (see the docstring).
+SECOND_TEMPERATURE = 0.25
 # SURE's finite-difference step, in units of the noise: the collaborative
 # stages' block matching and thresholds jump as the probe moves them, and
 # the estimate's variance grows as 1 / step (see wiener_sure).
 SURE_STEP = 0.1
+# Probes per crop: each is one more run of every stage on the crop, and
+# divides the divergence's variance.
+SURE_PROBES = 2
 FIRST_STAGES = ("wiener", "threshold")
 # The collaborative stages' blocks and group sizes: BM3D's (8 x 8 blocks,
 # 16 in a thresholding group, 32 in a Wiener one).
 THRESHOLD_BLOCK = 8
 THRESHOLD_GROUP, WIENER_GROUP = 16, 32
+# The collaborative experts' shrinkage variances compared by default, and at
+# most this many (SURE's blend tries every face of the simplex of experts).
+WIENER_VARIANCES = (1.0, 0.5, 0.25)
+MAX_WIENER_VARIANCES = 7
+# SURE's crops are at least this many pixels on a side where the image
+# allows: on scikit-image's text (172 x 448) crops of 43 pixels put weight on
+# the gated expert that cost 0.5-0.9 dB, crops of 64 at most 0.12.
+MIN_CROP_SIDE = 64
+# Of blends whose SURE ties with the lowest up to rounding, the one with the
+# fewest experts is kept: each expert left out is a stage run saved. (At
+# 0.2%, 0.01 dB, SURE's noise on the crops left the collaborative expert
+# out on moon at noise 0.1 for three probes in five: -0.05 dB against BM3D
+# instead of +0.1.)
+BLEND_TOLERANCE = 1e-9
 
 
 def denoise_image_wiener(
@@ -34,9 +52,10 @@ def denoise_image_wiener(
     patch_size=5,
     search_distance=7,
     temperature=2.0,
-    second_temperature=SECOND_TEMPERATURES,
+    second_temperature=SECOND_TEMPERATURE,
     first_stage="threshold",
     collaborative_weight="auto",
+    wiener_variance=WIENER_VARIANCES,
     block_search_distance=19,
     pilot_search_distance=19,
     step=3,
@@ -47,20 +66,23 @@ def denoise_image_wiener(
 ):
     """Denoise a grayscale image with gated affine experts over similar patches.
 
-    A pilot estimate of the image (a first stage) gates and fits two
-    experts, blended in a second stage:
+    A pilot estimate of the image (a first stage) gates and fits two kinds
+    of experts, blended in a second stage:
 
     - the gated Wiener expert: each reference patch attends over the
       patches of its search window (non-local means' weights, a key-norm
       softmax head) on the pilot; the weights give a mean and a covariance,
       and every patch of the window is estimated by that group's empirical
       Wiener map, an affine expert (NL-Bayes);
-    - the collaborative Wiener expert: the 32 blocks nearest each reference
-      block on the pilot, shrunk coefficient by coefficient in a 3-D
-      transform by the pilot's energies (BM3D's second stage), a linear map
-      of the group given the pilot.
+    - the collaborative Wiener experts: the 32 blocks nearest each
+      reference block on the pilot, shrunk coefficient by coefficient in a
+      3-D transform by the pilot's energies ``G^2``, ``G^2 / (G^2 + v)``
+      (BM3D's second stage at ``v = 1``), a linear map of the group given
+      the pilot; one expert for each ``v`` of ``wiener_variance``.
 
-    Each pixel averages the estimates of the patches that hold it (user
+    The blend's weights are those of lowest Stein's unbiased risk estimate
+    (SURE) on crops of the image. Each pixel averages the estimates of the
+    patches that hold it (user
     guide, "Images: gated affine experts").
 
     Parameters
@@ -80,11 +102,13 @@ def denoise_image_wiener(
     temperature : float, default=2.0
         ``T`` of the Wiener first stage's weights
         ``softmax(-||z_i - z_r||^2 / (k^2 T sigma^2))``.
-    second_temperature : float or sequence of float, default=(0.25, 0.5)
+    second_temperature : float or sequence of float, default=0.25
         ``T`` of the gated expert's weights, computed on the pilot. A
         sequence: the one of lowest Monte-Carlo SURE of the whole denoiser
-        on crops (see ``crop_size``; one probe shared by the candidates, so
-        that their differences are precise).
+        on crops (see ``crop_size``; the probes shared by the candidates,
+        so that their differences are precise). Against 0.5, SURE's choice
+        gained at most 0.02 dB on scikit-image's camera, moon and coins at
+        noise 0.1 and 0.2, for a third more search time.
     first_stage : {"threshold", "wiener", "auto"}, default="threshold"
         The pilot. ``"threshold"``: for each reference block of 8 x 8
         pixels, the 16 nearest blocks of its window (``block_search_distance``)
@@ -95,12 +119,28 @@ def denoise_image_wiener(
         jointly with the rest (twice the search's time). Images smaller than
         a block use ``"wiener"`` under ``"auto"``.
     collaborative_weight : "auto" or float in [0, 1], default="auto"
-        ``w`` of the blend ``(1 - w) gated + w collaborative``. ``"auto"``:
-        for each candidate, the ``w`` of lowest SURE on the crops, in closed
-        form (SURE is quadratic in ``w``); 0 on images smaller than a block.
-        On scikit-image's images at noise 0.1 and 0.2 the gated expert alone
-        was from 0.3 dB below the collaborative one (camera at 0.1; 1.3 dB
-        on brick at 0.2) to 0.4 dB above it (moon at 0.2).
+        ``w`` of the blend ``(1 - w) gated + w collaborative``, the
+        collaborative part itself a blend of the experts of
+        ``wiener_variance`` whose weights sum to 1. ``"auto"``: for each
+        candidate (first stage, temperature), all the weights of lowest
+        SURE on the crops, exactly: SURE is quadratic in the weights, and
+        its minimum over the simplex is the stationary point on one of its
+        faces; of tied blends, the one with the fewest experts (fewer stage
+        runs). A number: the gated expert gets ``1 - w``, and SURE splits
+        ``w`` among the collaborative experts. 0 on images smaller than a
+        block under ``"auto"``. On scikit-image's images at noise 0.1 and
+        0.2 the gated expert alone was from 0.3 dB below the collaborative
+        one (camera at 0.1; 1.3 dB on brick at 0.2) to 0.4 dB above it
+        (moon at 0.2).
+    wiener_variance : float or sequence of float, default=(1.0, 0.5, 0.25)
+        ``v`` of the collaborative experts' shrinkage ``G^2 / (G^2 + v)``,
+        in units of the noise's variance: 1 is the group's empirical Wiener
+        map, and a smaller ``v`` offsets the pilot's energies, which its
+        own shrinkage made too small (BM3D's software takes 0.4 on its
+        pilot). One pass over the groups gives every expert; at most 7
+        distinct positive values. With ``1.0`` alone the denoiser was 0.11
+        and 0.12 dB below BM3D on coins at noise 0.1 and 0.2, with the
+        three 0.05 dB or less below it.
     block_search_distance : int, default=19
         The collaborative second stage's window: offsets up to this many
         pixels (BM3D's 39 x 39). At 7, as the gated expert's, the
@@ -119,9 +159,12 @@ def denoise_image_wiener(
     crop_size : int, default=192
         SURE compares the candidates on four crops, at the centres of the
         image's quadrants, ``crop_size // 2`` on a side (at most a quarter
-        of the image's smaller side): one ``crop_size`` crop's area spread
-        over the image. On images too small for that, on the central crop of
-        ``crop_size``.
+        of the image's smaller side, but at least 64 pixels where that is
+        within half of it): one ``crop_size`` crop's area spread over the
+        image. On images too small for that, on the central crop of
+        ``crop_size``. On scikit-image's text (172 x 448) at noise 0.2,
+        crops of 43 pixels misjudged the blend by 0.5-0.9 dB, of 64 by at
+        most 0.12.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
     random_state : int, RandomState instance or None, default=None
@@ -155,13 +198,15 @@ def denoise_image_wiener(
     exactly; as ``sigma -> 0`` the weights concentrate on each reference
     patch, every coefficient clears the threshold, and the result tends to
     the image. SURE's divergence is a finite difference at a step of 0.1
-    noise standard deviations: block matching and thresholds jump as the
-    probe moves them, and the estimate's variance grows as the step
-    shrinks. Memory is bounded by tiles of 32 x 32 references (gated) and
-    bands of 8 reference rows (collaborative). On 2 CPU cores a 512 x 512
-    image takes 7-10 s at the defaults, about 3 s of it the SURE search
-    (benchmarks, section 12, against BM3D on scikit-image's camera, moon
-    and coins).
+    noise standard deviations along two Rademacher probes per crop (block
+    matching and thresholds jump as the probe moves them, and the
+    estimate's variance grows as the step shrinks): the weights it picks
+    vary from probe to probe, by up to 0.1 dB on scikit-image's images
+    (``random_state`` fixes them). Memory is bounded by tiles of 32 x 32
+    references (gated) and bands of 8 reference rows (collaborative). On 2
+    CPU cores a 512 x 512 image takes 6-11 s at the defaults, about a third
+    of it the SURE search (benchmarks, section 12, against BM3D on
+    scikit-image's camera, moon and coins).
 
     References
     ----------
@@ -190,13 +235,16 @@ def denoise_image_wiener(
         _checked_distances(pilot_search_distance, "pilot_search_distance"),
     )
     weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=True)
-    first = _checked_temperatures(temperature, "temperature")
+    variances = _checked_variances(wiener_variance)
+    first = _checked_positive(temperature, "temperature")
     if len(first) != 1:
         raise ValueError(f"temperature must be one number; got {temperature!r}.")
-    second = _checked_temperatures(second_temperature, "second_temperature")
+    second = _checked_positive(second_temperature, "second_temperature")
     if weight == 1.0:  # no gated second stage: its temperature plays no part
         second = second[:1]
-    searched = weight is None or len(second) * len(first_stages) > 1
+    if weight == 0.0:  # no collaborative expert: nor its variances
+        variances = variances[:1]
+    searched = weight is None or len(second) * len(first_stages) * len(variances) > 1
     if searched and not (isinstance(crop_size, int | np.integer) and crop_size >= patch_size):
         raise ValueError(
             f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
@@ -209,9 +257,8 @@ def denoise_image_wiener(
     # progress: the stage runs, on the crop (each plain and nudged) and then
     # on the image
     per_first = 1 + (weight != 0.0) + (weight != 1.0) * len(second)
-    runs = 2 * len(first_stages) * per_first if searched else 0
+    runs = (1 + SURE_PROBES) * len(first_stages) * per_first if searched else 0
     with tqdm(total=runs + 3, desc="denoise_image_wiener", disable=not verbose) as bar:
-        choice = (first_stages[0], float(second[0]), weight)
         if searched:
             rng = check_random_state(random_state)
             crops, probes = [], []
@@ -221,28 +268,40 @@ def denoise_image_wiener(
                         (crop - crop.mean()) / sigma, dtype=torch.float32, device=torch_device
                     )
                 )
-                probe = rng.standard_normal(crop.shape)
-                probes.append(torch.as_tensor(probe, dtype=torch.float32, device=torch_device))
+                probes.append(
+                    [
+                        torch.as_tensor(
+                            _probe(rng, crop.shape), dtype=torch.float32, device=torch_device
+                        )
+                        for _ in range(SURE_PROBES)
+                    ]
+                )
             risks = _sure_by_candidates(
                 crops,
                 probes,
                 first_stages,
                 second,
+                variances,
                 weight,
                 settings,
                 bar,
             )
             if verbose:
-                for ((stage, window), t, w), risk in risks.items():
+                for ((stage, window), t, (gated, collaborative)), risk in risks.items():
                     where = "" if window is None else f" (window {window})"
+                    shares = ", ".join(
+                        f"{w:.2f} at v={v:g}" for v, w in zip(variances, collaborative, strict=True)
+                    )
                     bar.write(
-                        f"[denoise_image_wiener] first stage {stage}{where}, second "
-                        f"temperature {t:g}, collaborative weight {w:.2f}: "
+                        f"[denoise_image_wiener] first stage {stage}{where}, gated weight "
+                        f"{gated:.2f} at temperature {t:g}, collaborative weights {shares}: "
                         f"SURE {risk * sigma**2:.4g}"
                     )
             choice = min(risks, key=risks.get)
+        else:
+            choice = (first_stages[0], float(second[0]), (1 - weight, (weight,)))
         units = torch.as_tensor((image - centre) / sigma, dtype=torch.float32, device=torch_device)
-        denoised = _denoised(units, choice, settings, bar)
+        denoised = _denoised(units, choice, variances, settings, bar)
     return denoised.cpu().double().numpy() * sigma + centre
 
 
@@ -253,9 +312,10 @@ def wiener_sure(
     patch_size=5,
     search_distance=7,
     temperature=2.0,
-    second_temperature=1.0,
+    second_temperature=SECOND_TEMPERATURE,
     first_stage="threshold",
     collaborative_weight=0.5,
+    wiener_variance=1.0,
     block_search_distance=19,
     pilot_search_distance=19,
     step=3,
@@ -267,7 +327,7 @@ def wiener_sure(
     error per pixel estimated from the noisy image alone.
 
     ``SURE = ||f(y) - y||^2 / N - sigma^2 + 2 sigma^2 div f(y) / N``, with the
-    divergence estimated along one Gaussian probe ``b`` as
+    divergence estimated along one Rademacher probe ``b`` (entries +-1) as
     ``b^T (f(y + eps b) - f(y)) / eps`` (Ramani, Blu & Unser, 2008), both
     stages and the weights included. Its expectation is the error against
     the unseen clean image for white Gaussian noise of variance
@@ -285,12 +345,16 @@ def wiener_sure(
         As in :func:`denoise_image_wiener`.
     temperature : float, default=2.0
         The first stage's temperature, as in :func:`denoise_image_wiener`.
-    second_temperature : float, default=1.0
-        The second stage's temperature (one number).
+    second_temperature : float, default=0.25
+        The second stage's temperature (one number), as in
+        :func:`denoise_image_wiener`.
     first_stage : {"threshold", "wiener"}, default="threshold"
         The first stage, as in :func:`denoise_image_wiener` (one of them).
     collaborative_weight : float, default=0.5
         The collaborative second stage's weight in ``[0, 1]``, as in
+        :func:`denoise_image_wiener` (one number).
+    wiener_variance : float, default=1.0
+        The collaborative expert's shrinkage variance, as in
         :func:`denoise_image_wiener` (one number).
     block_search_distance : int, default=19
         As in :func:`denoise_image_wiener`.
@@ -303,8 +367,10 @@ def wiener_sure(
         search takes it. Block matching and thresholds jump as the probe
         moves them, and the finite difference's variance grows as
         ``1 / epsilon``: on a 192 x 192 crop of coins at noise 0.2 (the
-        collaborative expert alone, three draws) single estimates were off
-        by -26% to +35% at ``1e-2`` and by -12% to -3% at 0.1.
+        collaborative expert alone, three draws of a Gaussian probe) single
+        estimates were off by -26% to +35% at ``1e-2`` and by -12% to -3%
+        at 0.1. Its bias at 0.1 was +5-7% of the error on a 128 x 128 crop
+        of camera (the Wiener first stage, eight draws of the noise).
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
     random_state : int, RandomState instance or None, default=None
@@ -336,20 +402,21 @@ def wiener_sure(
         _checked_distances(pilot_search_distance, "pilot_search_distance", single=True),
     )
     weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=False)
+    variances = _checked_variances(wiener_variance, single=True)
     if not sigma > 0:
         raise ValueError(f"noise_variance must be positive; got {noise_variance}.")
     torch_device = resolve_device(device)
-    first = _checked_temperatures(temperature, "temperature")[0]
+    first = _checked_positive(temperature, "temperature")[0]
     settings = _settings(patch_size, search_distance, block_search_distance, step, first)
-    second = float(_checked_temperatures(second_temperature, "second_temperature")[0])
+    second = float(_checked_positive(second_temperature, "second_temperature")[0])
     centre = float(image.mean())
     # float64: the divergence is a difference of two runs a small step apart
     units = torch.as_tensor((image - centre) / sigma, dtype=torch.float64, device=torch_device)
-    probe = check_random_state(random_state).standard_normal(image.shape)
+    probe = _probe(check_random_state(random_state), image.shape)
     probe = torch.as_tensor(probe, dtype=torch.float64, device=torch_device)
-    choice = (stage, second, weight)
-    denoised = _denoised(units, choice, settings)
-    nudged = _denoised(units + epsilon * probe, choice, settings)
+    choice = (stage, second, (1 - weight, (weight,)))
+    denoised = _denoised(units, choice, variances, settings)
+    nudged = _denoised(units + epsilon * probe, choice, variances, settings)
     divergence = float((probe * (nudged - denoised)).sum()) / epsilon
     n_pixels = image.size
     # in units of the noise (sigma = 1), then back to the image's
@@ -370,17 +437,25 @@ def _settings(patch_size, search_distance, block_search_distance, step, first_te
     }
 
 
-def _denoised(units, choice, settings, bar=None):
-    """The denoiser for one ``(first stage, second temperature, collaborative
-    weight)`` on an image in units of its noise."""
-    stage, temperature, weight = choice
+def _denoised(units, choice, variances, settings, bar=None):
+    """The denoiser for one ``(first stage, second temperature, (gated
+    weight, collaborative weights))`` on an image in units of its noise, the
+    collaborative weights one for each of ``variances``; experts of weight
+    0 are not run."""
+    stage, temperature, (gated_weight, collaborative_weights) = choice
     guide = _first_stage(units, stage, settings)
     _advance(bar)
-    gated = _second_stage(units, guide, temperature, settings) if weight < 1 else 0.0
+    denoised = torch.zeros_like(units)
+    if gated_weight > 0:
+        denoised += gated_weight * _second_stage(units, guide, temperature, settings)
     _advance(bar)
-    collaborative = _collaborative_second(units, guide, settings) if weight > 0 else 0.0
+    kept = [(v, w) for v, w in zip(variances, collaborative_weights, strict=True) if w > 0]
+    if kept:
+        experts = _collaborative_second(units, guide, [v for v, _ in kept], settings)
+        for expert, (_, w) in zip(experts, kept, strict=True):
+            denoised += w * expert
     _advance(bar)
-    return (1 - weight) * gated + weight * collaborative
+    return denoised
 
 
 def _first_stage(units, first_stage, settings):
@@ -416,13 +491,14 @@ def _second_stage(units, guide, temperature, settings):
     )
 
 
-def _collaborative_second(units, guide, settings):
-    """The collaborative second stage: BM3D's Wiener filter of the groups."""
+def _collaborative_second(units, guide, variances, settings):
+    """The collaborative second stage, one estimate for each shrinkage
+    variance (BM3D's Wiener filter of the groups at 1): (k, H, W)."""
     window = settings["block_search_distance"]
-    return _blocks(units, guide, "wiener", window, WIENER_GROUP, settings)
+    return _blocks(units, guide, "wiener", window, WIENER_GROUP, settings, list(variances))
 
 
-def _blocks(units, guide, rule, window, group_size, settings):
+def _blocks(units, guide, rule, window, group_size, settings, variances=1.0):
     """A collaborative stage on BM3D's 8 x 8 blocks, references every ``step``
     pixels (at most every block)."""
     return collaborative_stage(
@@ -433,78 +509,143 @@ def _blocks(units, guide, rule, window, group_size, settings):
         search_distance=window,
         group_size=group_size,
         step=min(settings["step"], THRESHOLD_BLOCK),
+        wiener_variance=variances,
     )
 
 
 def _sure_by_candidates(
-    crops, probes, first_stages, temperatures, weight, settings, bar, epsilon=SURE_STEP
+    crops, probes, first_stages, temperatures, variances, weight, settings, bar, epsilon=SURE_STEP
 ):
     """Monte-Carlo SURE (noise units) over the crops for each first stage and
     second temperature, with one probe per crop shared by all candidates:
-    each stage runs once on a crop and once on it nudged. The collaborative
-    weight, when ``None``, is the one of lowest SURE in [0, 1], in closed
-    form (SURE is quadratic in it). Returns ``{(first stage, temperature,
-    weight): risk}``."""
-    nudged_crops = [crop + epsilon * probe for crop, probe in zip(crops, probes, strict=True)]
+    each stage runs once on a crop and once on it nudged. The experts'
+    weights (the gated one's and one for each collaborative variance) are
+    those of lowest SURE (``_blend``), the collaborative ones summing to
+    ``weight`` unless it is ``None``. Returns ``{(first stage, temperature,
+    (gated weight, collaborative weights)): risk}``."""
+    nudged_crops = [
+        [crop + epsilon * probe for probe in crop_probes]
+        for crop, crop_probes in zip(crops, probes, strict=True)
+    ]
     n_pixels = sum(crop.numel() for crop in crops)
+    n_probes = len(probes[0])
 
     def pilots(stage):
         plain = [_first_stage(crop, stage, settings) for crop in crops]
-        nudged = [_first_stage(crop, stage, settings) for crop in nudged_crops]
-        _advance(bar, 2)
+        nudged = [[_first_stage(image, stage, settings) for image in row] for row in nudged_crops]
+        _advance(bar, 1 + n_probes)
         return plain, nudged
 
-    def residual_and_divergence(stage_function, guides):
-        residuals, divergence = [], 0.0
-        for crop, nudged_crop, probe, guide, nudged_guide in zip(
+    def residuals_and_divergences(stage_function, guides):
+        """``(residual, divergence)`` of each estimate ``stage_function``
+        returns, stacked: (k, H, W); the divergence averaged over the probes."""
+        residuals, divergences = [], 0.0
+        for crop, nudged_row, crop_probes, guide, nudged_guides in zip(
             crops, nudged_crops, probes, *guides, strict=True
         ):
             plain = stage_function(crop, guide)
-            divergence += float(
-                (probe * (stage_function(nudged_crop, nudged_guide) - plain)).double().sum()
-            )
-            residuals.append((plain - crop).double().reshape(-1))
-        _advance(bar, 2)
-        return torch.cat(residuals), divergence / epsilon
+            for nudged_crop, probe, nudged_guide in zip(
+                nudged_row, crop_probes, nudged_guides, strict=True
+            ):
+                nudged = stage_function(nudged_crop, nudged_guide)
+                divergences += (probe * (nudged - plain)).double().sum(dim=(1, 2)) / n_probes
+            residuals.append((plain - crop).double().flatten(1))
+        _advance(bar, 1 + n_probes)
+        residuals = torch.cat(residuals, dim=1)
+        return list(zip(residuals, (divergences / epsilon).tolist(), strict=True))
 
     risks = {}
     for stage in first_stages:
         guides = pilots(stage)
+        collaborative = []
         if weight != 0.0:
-            collaborative = residual_and_divergence(
-                lambda image, pilot: _collaborative_second(image, pilot, settings), guides
-            )
-        if weight == 1.0:
-            risks[stage, float(temperatures[0]), 1.0] = _risk(*collaborative, n_pixels)
-            continue
-        for temperature in temperatures:
-            gated = residual_and_divergence(
-                lambda image, pilot, t=temperature: _second_stage(image, pilot, t, settings),
+            collaborative = residuals_and_divergences(
+                lambda image, pilot: _collaborative_second(image, pilot, variances, settings),
                 guides,
             )
+        for temperature in temperatures:
+            gated = None
+            if weight != 1.0:
+                (gated,) = residuals_and_divergences(
+                    lambda image, pilot, t=temperature: _second_stage(image, pilot, t, settings)[
+                        None
+                    ],
+                    guides,
+                )
+            weights, risk = _blend(gated, collaborative, weight, n_pixels)
             if weight == 0.0:  # no collaborative expert was run
-                w, blend = 0.0, gated
-            else:
-                w = _best_weight(gated, collaborative) if weight is None else weight
-                blend = [(1 - w) * g + w * c for g, c in zip(gated, collaborative, strict=True)]
-            risks[stage, float(temperature), w] = _risk(*blend, n_pixels)
+                weights = (1.0, (0.0,) * len(variances))
+            risks[stage, float(temperature), weights] = risk
     return risks
 
 
-def _risk(residual, divergence, n_pixels):
-    """SURE in units of the noise: ``|f(y) - y|^2 / N - 1 + 2 div f / N``."""
-    return float(residual.square().mean()) - 1 + 2 * divergence / n_pixels
+def _blend(gated, collaborative, weight, n_pixels):
+    """The experts' weights of lowest SURE, and that SURE (noise units).
+
+    ``gated`` and each of ``collaborative`` are ``(residual f(y) - y,
+    divergence)`` on the crops; ``gated`` is ``None`` when not run. For
+    weights ``u`` summing to 1, SURE is ``(u^T Q u + 2 d^T u) / N - 1``, with
+    ``Q`` the residuals' Gram matrix and ``d`` the divergences: a quadratic
+    minimised over the simplex (``_simplex_faces``). ``weight`` (not
+    ``None``) fixes the gated expert's weight to ``1 - weight``, and the
+    collaborative ones share ``weight``. Returns ``((gated weight,
+    collaborative weights), risk)``."""
+    experts = ([gated] if gated is not None else []) + collaborative
+    residuals = torch.stack([residual for residual, _ in experts], dim=1)
+    gram = (residuals.T @ residuals).cpu().numpy()
+    divergences = np.array([divergence for _, divergence in experts])
+    fixed_gated = weight is not None and gated is not None and bool(collaborative)
+    if fixed_gated:  # a quadratic in the collaborative weights, which sum to `weight`
+        quadratic = weight**2 * gram[1:, 1:]
+        linear = weight * ((1 - weight) * gram[0, 1:] + divergences[1:])
+    else:
+        quadratic, linear = gram, divergences
+
+    def risk(weights):
+        return float(weights @ gram @ weights + 2 * divergences @ weights) / n_pixels - 1
+
+    candidates = []
+    for support, shares in _simplex_faces(quadratic, linear):
+        weights = np.concatenate([[1 - weight], weight * shares]) if fixed_gated else shares
+        candidates.append((len(support), risk(weights), weights))
+    lowest = min(value for _, value, _ in candidates)
+    bound = lowest + BLEND_TOLERANCE * abs(lowest)
+    # the fewest experts within the tolerance, then the lowest SURE
+    _, value, weights = min(
+        (candidate for candidate in candidates if candidate[1] <= bound),
+        key=lambda candidate: candidate[:2],
+    )
+    if gated is None:
+        return (0.0, tuple(map(float, weights))), value
+    return (float(weights[0]), tuple(map(float, weights[1:]))), value
 
 
-def _best_weight(gated, collaborative):
-    """The weight ``w`` in [0, 1] of lowest SURE of ``(1 - w) g + w c``:
-    ``|a + w (c - a)|^2 + 2 ((1 - w) div_g + w div_c)`` is quadratic in ``w``."""
-    (a, div_a), (c, div_c) = gated, collaborative
-    difference = c - a
-    curvature = float(difference.square().sum())
-    if curvature == 0:
-        return 0.0
-    return float(np.clip(-(float((a * difference).sum()) + div_c - div_a) / curvature, 0, 1))
+def _simplex_faces(quadratic, linear):
+    """The stationary point of ``u^T Q u + 2 l^T u`` (``Q`` positive
+    semi-definite) on each face of the simplex ``{u >= 0, sum u = 1}`` that
+    holds one: ``(support, u)`` pairs. The minimum over the simplex is one of
+    them (on its face, the KKT conditions are the linear system solved), and
+    each vertex is one."""
+    size = len(linear)
+    for face_size in range(1, size + 1):
+        for support in itertools.combinations(range(size), face_size):
+            index = list(support)
+            system = np.ones((face_size + 1, face_size + 1))
+            system[:face_size, :face_size] = quadratic[np.ix_(index, index)]
+            system[face_size, face_size] = 0.0
+            rhs = np.append(-linear[index], 1.0)
+            solution = np.linalg.lstsq(system, rhs, rcond=None)[0][:face_size]
+            if np.any(solution < 0) or not math.isclose(solution.sum(), 1.0, abs_tol=1e-9):
+                continue  # outside the simplex, or a face without a stationary point
+            shares = np.zeros(size)
+            shares[index] = solution / solution.sum()  # a vertex exactly 1
+            yield support, shares
+
+
+def _probe(rng, shape):
+    """A Rademacher probe (entries +-1): Hutchinson's estimate of a trace
+    has the variance of a Gaussian probe's less the diagonal's share."""
+    return 2.0 * rng.randint(0, 2, size=shape) - 1.0
 
 
 def _advance(bar, runs=1):
@@ -563,15 +704,23 @@ def _too_small(what, shape):
     )
 
 
-def _checked_temperatures(value, name):
-    temperatures = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if (
-        temperatures.ndim != 1
-        or len(temperatures) == 0
-        or not np.all(np.isfinite(temperatures) & (temperatures > 0))
-    ):
+def _checked_positive(value, name):
+    """One or more positive finite numbers, as a 1-D float64 array."""
+    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    if values.ndim != 1 or len(values) == 0 or not np.all(np.isfinite(values) & (values > 0)):
         raise ValueError(f"{name} must be positive and finite; got {value!r}.")
-    return temperatures
+    return values
+
+
+def _checked_variances(value, single=False):
+    """The collaborative experts' shrinkage variances, as floats (one for
+    ``single``, at most MAX_WIENER_VARIANCES, without repeats)."""
+    variances = tuple(float(v) for v in _checked_positive(value, "wiener_variance"))
+    most = 1 if single else MAX_WIENER_VARIANCES
+    if len(variances) > most or len(set(variances)) != len(variances):
+        expected = "one number" if single else f"at most {most} distinct numbers"
+        raise ValueError(f"wiener_variance must be {expected}; got {value!r}.")
+    return variances
 
 
 def _checked(noisy, noise_variance, patch_size, search_distance, step):
@@ -619,10 +768,12 @@ def _checked(noisy, noise_variance, patch_size, search_distance, step):
 def _crops(image, size):
     """Where SURE compares the candidates: the centres of the image's four
     quadrants, ``size // 2`` on a side (the area of one ``size`` crop, spread
-    over the image) and at most a quarter of the image's smaller side, or
-    the image's centre, ``size`` on a side, on images too small for that."""
+    over the image), at most a quarter of the image's smaller side but at
+    least MIN_CROP_SIDE (within half of it), or the image's centre, ``size``
+    on a side, on images too small for that."""
     rows, cols = image.shape
-    half = min(size // 2, min(rows, cols) // 4)
+    smaller = min(rows, cols)
+    half = min(size // 2, max(smaller // 4, MIN_CROP_SIDE), smaller // 2)
     if half < 2 * THRESHOLD_BLOCK:
         rows_kept, cols_kept = min(size, rows), min(size, cols)
         top, left = (rows - rows_kept) // 2, (cols - cols_kept) // 2

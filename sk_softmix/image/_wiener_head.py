@@ -153,13 +153,14 @@ def wiener_stage(
 def _group_estimates(z, g, attention, second, identity):
     """``mu + A (z_i - mu)`` for every patch of every group (see the module)."""
     weights = attention[..., None]  # (n, m, 1)
-    mean = (weights * z).sum(dim=1, keepdim=True)  # (n, 1, q)
+    mean = attention[:, None, :] @ z  # (n, 1, q)
     if second:
-        guide_mean = (weights * g).sum(dim=1, keepdim=True)
-        centred = g - guide_mean
+        centred = g - attention[:, None, :] @ g
         covariance = (centred * weights).mT @ centred  # (n, q, q)
-        # A = C (C + I)^{-1}, so A^T = (C + I)^{-1} C for a symmetric C
-        linear = torch.linalg.solve(covariance + identity, covariance).mT
+        # A = C (C + I)^{-1}, so A^T = (C + I)^{-1} C for a symmetric C;
+        # C + I is positive definite, so by its Cholesky factor
+        factor = torch.linalg.cholesky(covariance + identity)
+        linear = torch.cholesky_solve(covariance, factor).mT
     else:
         centred = z - mean
         covariance = (centred * weights).mT @ centred

@@ -11,11 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from sk_softmix.image._collaborative import collaborative_stage, dct_matrix, haar_matrix
+from sk_softmix.image._collaborative import (
+    _sliding_sums,
+    collaborative_stage,
+    dct_matrix,
+    haar_matrix,
+)
 from sk_softmix.image._wiener_head import reference_positions
 
 
-def _reference_stage(noisy, guide, rule, b, d, n, step, threshold):
+def _reference_stage(noisy, guide, rule, b, d, n, step, threshold, variance=1.0):
     """The stage written out: distances over the guide's window, the nearest
     blocks (the reference first), the 3-D transform, the shrinkage, and each
     block's estimate onto its pixels."""
@@ -51,7 +56,7 @@ def _reference_stage(noisy, guide, rule, b, d, n, step, threshold):
             else:
                 guide_group = np.array([block(y, x, guide) for y, x in chosen])
                 energy = (across @ guide_group @ block_transform.T) ** 2
-                shrink = energy / (energy + 1)
+                shrink = energy / (energy + variance)
             estimate = across.T @ (shrink * coefficients) @ block_transform
             w = 1.0 / max((shrink**2).sum(), 1.0)
             for (y, x), patch in zip(chosen, estimate, strict=True):
@@ -73,6 +78,20 @@ def test_haar_needs_a_power_of_two():
         haar_matrix(12)
 
 
+@pytest.mark.parametrize("b", [1, 3, 4, 7, 8])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_sliding_sums_are_the_sums_of_b_consecutive_entries(b, dim):
+    values = torch.as_tensor(np.random.default_rng(b).standard_normal((11, 13)))
+    expected = np.stack(
+        [
+            values.numpy().take(range(s, s + b), axis=dim).sum(axis=dim)
+            for s in range(values.shape[dim] - b + 1)
+        ],
+        axis=dim,
+    )
+    np.testing.assert_allclose(_sliding_sums(values, b, dim).numpy(), expected, atol=1e-12)
+
+
 @pytest.mark.parametrize("rule", ["threshold", "wiener"])
 @pytest.mark.parametrize("b, step", [(4, 2), (8, 3)])
 def test_fast_stage_equals_the_loop(rule, b, step):
@@ -88,6 +107,26 @@ def test_fast_stage_equals_the_loop(rule, b, step):
     )
     slow = _reference_stage(noisy, guide, rule, b, 3, 16, step, 2.7)
     np.testing.assert_allclose(fast.numpy(), slow, rtol=0, atol=1e-10)
+
+
+def test_each_wiener_variance_is_its_own_stage():
+    # a sequence of variances gives, from the same groups, the estimate of
+    # each variance alone: the loop's, whose shrinkage is G^2 / (G^2 + v)
+    rng = np.random.default_rng(3)
+    noisy = 2.0 * rng.standard_normal((21, 24))
+    guide = noisy + rng.standard_normal(noisy.shape)
+    settings = {"rule": "wiener", "block_size": 4, "search_distance": 3, "group_size": 16}
+    variances = [1.0, 0.3]
+    both = collaborative_stage(
+        torch.as_tensor(noisy), torch.as_tensor(guide), wiener_variance=variances, **settings
+    )
+    assert both.shape == (2, 21, 24)
+    both = both.numpy()
+    for estimate, variance in zip(both, variances, strict=True):
+        slow = _reference_stage(noisy, guide, "wiener", 4, 3, 16, 3, 2.7, variance)
+        np.testing.assert_allclose(estimate, slow, rtol=0, atol=1e-10)
+    # a smaller variance shrinks less: closer to the noisy image
+    assert np.linalg.norm(both[1] - noisy) < np.linalg.norm(both[0] - noisy)
 
 
 def test_no_threshold_is_the_identity():
