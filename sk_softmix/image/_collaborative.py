@@ -4,12 +4,14 @@ For a reference block (``b x b`` pixels, references every ``step``
 pixels) the ``n`` blocks of its search window nearest to it on a guide
 image, in mean squared difference, form a group ``Z`` (the reference
 first). The group's separable transform ``Theta = H Z D^T`` (``H`` the
-orthonormal Haar transform across the group, ``D`` the 2-D DCT of a block)
-is shrunk coefficient by coefficient, ``H^T (S * Theta) D``, the noise's
+orthonormal Haar transform across the group, ``D`` the 2-D DCT of a block,
+or the biorthogonal spline wavelet 1.5 that BM3D thresholds in) is shrunk
+coefficient by coefficient, ``H^T (S * Theta) D^{-T}``, the noise's
 standard deviation being 1 (Dabov et al., 2007):
 
 - ``rule="threshold"`` (the guide is the noisy image): ``S = 1`` where
-  ``|Theta| > lambda``, else 0, a projection the data pick;
+  ``|Theta| > lambda s``, else 0, a projection the data pick (``s`` the
+  coefficient's noise standard deviation, 1 in an orthonormal basis);
 - ``rule="wiener"`` (the guide a pilot estimate): ``S = G^2 / (G^2 + v)``
   with ``G`` the guide group's coefficients, the group's empirical Wiener
   map in that basis when ``v = 1``, the noise's variance. A pilot's
@@ -30,6 +32,7 @@ time, so that memory is bounded by a band whatever the image's size.
 
 import math
 from collections.abc import Sequence
+from numbers import Real
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +42,12 @@ from ._wiener_head import reference_positions, window_offsets
 # Reference rows per band: about 30 MB of work tensors for a 512-pixel-wide
 # image at the defaults.
 BAND_ROWS = 8
+# The biorthogonal spline wavelet 1.5's analysis filters (Cohen, Daubechies
+# & Feauveau, 1992): a 10-tap low-pass and the Haar high-pass, aligned as
+# PyWavelets aligns them in its periodised transform.
+BIOR15_LOW = [3, -3, -22, 22, 128, 128, 22, -22, -3, 3]  # times 1 / (128 sqrt 2)
+BIOR15_HIGH = [0, 0, 0, 0, -1, 1, 0, 0, 0, 0]  # times 1 / sqrt 2
+BLOCK_BASES = ("dct", "bior1.5")
 
 
 def dct_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -68,6 +77,33 @@ def haar_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
     return matrix.to(dtype=dtype, device=device)
 
 
+def bior15_matrix(size: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """The analysis matrix of the biorthogonal spline wavelet 1.5 on ``size``
+    points, a power of two: the full dyadic decomposition with periodic
+    extension (rows: the coarsest approximation, then the details from
+    coarse to fine). Not orthonormal: rows' norms are 1 to 1.06 at 8."""
+    if size < 1 or size & (size - 1):
+        raise ValueError(f"The wavelet transform needs a power of two; got {size}.")
+    low_filter = torch.tensor(BIOR15_LOW, dtype=torch.float64) / (128 * math.sqrt(2))
+    high_filter = torch.tensor(BIOR15_HIGH, dtype=torch.float64) / math.sqrt(2)
+    taps = len(BIOR15_LOW)
+    approximation = torch.eye(size, dtype=torch.float64)
+    details = []
+    while approximation.shape[0] > 1:
+        n = approximation.shape[0]
+        # one level on n points: output i filters the inputs 2 i + taps / 2 - j
+        low = torch.zeros(n // 2, n, dtype=torch.float64)
+        high = torch.zeros(n // 2, n, dtype=torch.float64)
+        for i in range(n // 2):
+            for j in range(taps):
+                source = (2 * i + taps // 2 - j) % n
+                low[i, source] += low_filter[j]
+                high[i, source] += high_filter[j]
+        details.insert(0, high @ approximation)
+        approximation = low @ approximation
+    return torch.cat([approximation, *details]).to(dtype=dtype, device=device)
+
+
 def collaborative_stage(
     noisy: torch.Tensor,
     guide: torch.Tensor | None = None,
@@ -79,6 +115,7 @@ def collaborative_stage(
     step: int = 3,
     threshold: float = 2.7,
     wiener_variance: float | Sequence[float] = 1.0,
+    block_basis: str = "dct",
 ) -> torch.Tensor:
     """One collaborative stage on an image in units of its noise.
 
@@ -109,6 +146,11 @@ def collaborative_stage(
         ``v`` of the Wiener rule, in units of the noise's variance (the
         threshold rule ignores it). A sequence: one estimate for each, from
         the same groups.
+    block_basis : {"dct", "bior1.5"}, default="dct"
+        The 2-D transform of a block: the orthonormal DCT, or the
+        biorthogonal spline wavelet 1.5 (BM3D's for its thresholding),
+        whose coefficients' noise standard deviations (its rows' norms)
+        scale the threshold.
 
     Returns
     -------
@@ -124,14 +166,22 @@ def collaborative_stage(
     # a block's pixels as flat offsets from its top-left pixel
     block_axis = torch.arange(b, device=device)
     block_pixels = (block_axis[:, None] * width + block_axis).reshape(-1)
-    block_transform = torch.kron(dct_matrix(b, dtype, device), dct_matrix(b, dtype, device))
+    if block_basis not in BLOCK_BASES:
+        raise ValueError(f"block_basis must be one of {BLOCK_BASES}; got {block_basis!r}.")
+    one_axis = (dct_matrix if block_basis == "dct" else bior15_matrix)(b, torch.float64)
+    forward = torch.kron(one_axis, one_axis)
+    block_transform = forward.to(dtype=dtype, device=device)
+    # Theta D^{-T} rebuilds the blocks (D^{-T} = D for the DCT); each
+    # coefficient's noise standard deviation is its row's norm
+    inverse_transpose = torch.linalg.inv(forward).T.to(dtype=dtype, device=device)
+    coefficient_std = forward.square().sum(dim=1).sqrt().to(dtype=dtype, device=device)
     y_refs = reference_positions(rows, step, device)
     x_refs = reference_positions(cols, step, device)
     guide = noisy if guide is None else guide
     # zeros outside the image; blocks reaching out of it are masked below
     padded = F.pad(guide[None, None], (d, d, d, d))[0, 0]
     flat, guide_flat = noisy.reshape(-1), guide.reshape(-1)
-    several = not isinstance(wiener_variance, int | float)
+    several = not isinstance(wiener_variance, Real)
     variances = list(wiener_variance) if several else [wiener_variance]
     # sums of weighted estimates per pixel; weights per block position (a
     # group's weight is the same on all its block's pixels), spread onto
@@ -167,10 +217,10 @@ def collaborative_stage(
         targets = pixels.reshape(-1)
         for index, variance in enumerate(variances):
             if rule == "threshold":
-                shrink = (coefficients.abs() > threshold).to(dtype)
+                shrink = (coefficients.abs() > threshold * coefficient_std).to(dtype)
             else:
                 shrink = energy / (energy + variance)
-            estimate = across.T @ (shrink * coefficients) @ block_transform
+            estimate = across.T @ (shrink * coefficients) @ inverse_transpose
             # BM3D's aggregation weight: the inverse of the estimate's noise
             # variance (at least that of one coefficient kept)
             group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)

@@ -29,19 +29,23 @@ FIRST_STAGES = ("wiener", "threshold")
 # 16 in a thresholding group, 32 in a Wiener one).
 THRESHOLD_BLOCK = 8
 THRESHOLD_GROUP, WIENER_GROUP = 16, 32
+# The thresholding pilot's block transform, BM3D's: against the DCT it
+# raised the pilot by 0.16 and 0.30 dB on coins and page at noise 0.1, and
+# the best collaborative expert on it by 0.13 and 0.10 dB.
+PILOT_BASIS = "bior1.5"
 # The collaborative experts' shrinkage variances compared by default, and at
 # most this many (SURE's blend tries every face of the simplex of experts).
 WIENER_VARIANCES = (1.0, 0.5, 0.25)
 MAX_WIENER_VARIANCES = 7
 # SURE's crops are at least this many pixels on a side where the image
 # allows: on scikit-image's text (172 x 448) crops of 43 pixels put weight on
-# the gated expert that cost 0.5-0.9 dB, crops of 64 at most 0.12.
+# the gated expert that cost up to 0.9 dB, crops of 64 at most 0.12.
 MIN_CROP_SIDE = 64
 # Of blends whose SURE ties with the lowest up to rounding, the one with the
-# fewest experts is kept: each expert left out is a stage run saved. (At
-# 0.2%, 0.01 dB, SURE's noise on the crops left the collaborative expert
-# out on moon at noise 0.1 for three probes in five: -0.05 dB against BM3D
-# instead of +0.1.)
+# fewest experts is kept: each expert left out is a stage run saved. (A
+# tolerance of 0.2%, 0.01 dB, with one probe per crop, left the
+# collaborative experts out on moon at noise 0.1 for three probes in five:
+# -0.05 dB against BM3D instead of +0.1.)
 BLEND_TOLERANCE = 1e-9
 
 
@@ -111,9 +115,10 @@ def denoise_image_wiener(
         noise 0.1 and 0.2, for a third more search time.
     first_stage : {"threshold", "wiener", "auto"}, default="threshold"
         The pilot. ``"threshold"``: for each reference block of 8 x 8
-        pixels, the 16 nearest blocks of its window (``block_search_distance``)
-        transformed (2-D DCT, Haar across the group) and hard-thresholded at
-        2.7 noise standard deviations (BM3D's first stage). ``"wiener"``: the
+        pixels, the 16 nearest blocks of its window (``pilot_search_distance``)
+        transformed (the 2-D biorthogonal spline wavelet 1.5, Haar across the
+        group) and hard-thresholded at 2.7 times each coefficient's noise
+        standard deviation (BM3D's first stage). ``"wiener"``: the
         gated Wiener experts on the noisy image, with the clipped map
         ``(C - I)_+ C^{-1}``. ``"auto"``: the one of lower SURE on the crops,
         jointly with the rest (twice the search's time). Images smaller than
@@ -163,7 +168,7 @@ def denoise_image_wiener(
         within half of it): one ``crop_size`` crop's area spread over the
         image. On images too small for that, on the central crop of
         ``crop_size``. On scikit-image's text (172 x 448) at noise 0.2,
-        crops of 43 pixels misjudged the blend by 0.5-0.9 dB, of 64 by at
+        crops of 43 pixels misjudged the blend by up to 0.9 dB, of 64 by at
         most 0.12.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
@@ -201,10 +206,10 @@ def denoise_image_wiener(
     noise standard deviations along two Rademacher probes per crop (block
     matching and thresholds jump as the probe moves them, and the
     estimate's variance grows as the step shrinks): the weights it picks
-    vary from probe to probe, by up to 0.1 dB on scikit-image's images
+    vary from probe to probe, by about 0.1 dB on scikit-image's images
     (``random_state`` fixes them). Memory is bounded by tiles of 32 x 32
     references (gated) and bands of 8 reference rows (collaborative). On 2
-    CPU cores a 512 x 512 image takes 6-11 s at the defaults, about a third
+    CPU cores a 512 x 512 image takes 4-11 s at the defaults, about a third
     of it the SURE search (benchmarks, section 12, against BM3D on
     scikit-image's camera, moon and coins).
 
@@ -510,6 +515,7 @@ def _blocks(units, guide, rule, window, group_size, settings, variances=1.0):
         group_size=group_size,
         step=min(settings["step"], THRESHOLD_BLOCK),
         wiener_variance=variances,
+        block_basis=PILOT_BASIS if rule == "threshold" else "dct",
     )
 
 
