@@ -523,8 +523,9 @@ def _sure_by_candidates(
     crops, probes, first_stages, temperatures, variances, weight, settings, bar, epsilon=SURE_STEP
 ):
     """Monte-Carlo SURE (noise units) over the crops for each first stage and
-    second temperature, with one probe per crop shared by all candidates:
-    each stage runs once on a crop and once on it nudged. The experts'
+    second temperature, with the probes of each crop (a list per crop)
+    shared by all candidates: each stage runs once on a crop and once on it
+    nudged along each probe, the divergence averaged over the probes. The experts'
     weights (the gated one's and one for each collaborative variance) are
     those of lowest SURE (``_blend``), the collaborative ones summing to
     ``weight`` unless it is ``None``. Returns ``{(first stage, temperature,
