@@ -21,6 +21,7 @@ from ..attention._threads import (
     predict_on_threads,
 )
 from ..theory.lda import class_statistics, lda_coordinates
+from ..training._persistence import ParametersAddedSinceMixin
 from ..training._selection import validation_split
 from ..training._solvers import SOLVERS
 from ..training._units import checked_scale
@@ -45,7 +46,7 @@ from ._objective import train_heads
 from ._starts import classifier_starts
 
 
-class SoftmaxAttentionClassifier(ClassifierMixin, BaseEstimator):
+class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, BaseEstimator):
     """Classify by softmax attention over a prompt of labelled examples.
 
     The training pairs are the prompt: token ``i`` is ``(x_i, label block)``

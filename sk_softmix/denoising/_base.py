@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..attention._device import as_tensor, resolve_device
 from ..attention._kernels import queries_per_chunk
 from ..attention._threads import numpy_blas_threads_for, one_cpu_thread, predict_on_threads
+from ..training._persistence import ParametersAddedSinceMixin
 from ..training._selection import Selection, fit_starts, validation_split
 from ..training._solvers import TrainingSettings, resolve_solver
 from ..training._units import checked_scale, rms_scale
@@ -58,7 +59,9 @@ from ._objective import in_chunks, stein_risk, training_objective
 _SELECTION = Selection(start=0.0, checkpoint=None)
 
 
-class AttentionDenoiserBase(MetaTrainingMixin, DenoiserMixin, BaseEstimator):
+class AttentionDenoiserBase(
+    ParametersAddedSinceMixin, MetaTrainingMixin, DenoiserMixin, BaseEstimator
+):
     """Base class of the attention denoisers; not for direct use."""
 
     _parameter_constraints: dict = {

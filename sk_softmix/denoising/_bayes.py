@@ -8,6 +8,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
 from ..theory._mixture import _noisy_choleskys, check_mixture, posterior_divergence, posterior_mean
+from ..training._persistence import ParametersAddedSinceMixin
 from ..training._validation import FLOAT_DTYPES, unchanged_on_error
 from ._mixin import DenoiserMixin
 
@@ -38,7 +39,7 @@ class _PosteriorMeanMixin(DenoiserMixin):
         return (residual - p * xi2 + 2 * xi2 * posterior_divergence(X, *parameters)) / p
 
 
-class BayesDenoiser(_PosteriorMeanMixin, BaseEstimator):
+class BayesDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, BaseEstimator):
     """Exact Bayes denoiser ``E[X | Z]`` for a known Gaussian mixture.
 
     The clean signal is ``X ~ sum_k pi_k N(m_k, Gamma_k)`` and the

@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from ..theory._mixture import posterior_divergence, posterior_mean, psd_part
+from ..training._persistence import ParametersAddedSinceMixin
 from ..training._units import checked_scale
 from ..training._validation import (
     FLOAT_DTYPES,
@@ -24,7 +25,7 @@ from ..training._validation import (
 from ._bayes import _PosteriorMeanMixin
 
 
-class GaussianMixtureDenoiser(_PosteriorMeanMixin, BaseEstimator):
+class GaussianMixtureDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, BaseEstimator):
     """Plug-in (empirical Bayes) denoiser from a Gaussian mixture fit.
 
     Fits :class:`~sklearn.mixture.GaussianMixture` to the noisy observations

@@ -182,9 +182,14 @@ def test_denoiser_trains_and_transforms_small_data_on_one_thread(two_threads, mo
 
 
 def test_import_keeps_plotting_the_study_and_dataframes_off_the_path():
-    # tqdm is not checked: torch.hub imports it whenever it is installed
+    # tqdm is not checked: torch.hub imports it whenever it is installed.
+    # scikit-learn itself imports pandas where it is installed (sklearn.utils.fixes),
+    # so only what importing sk_softmix adds to what its dependencies load counts.
     modules = ("matplotlib", "sk_softmix.study", "pandas", "polars", "dask", "distributed")
-    code = f"import sys, sk_softmix; print([m for m in {modules!r} if m in sys.modules])"
+    code = (
+        "import sys, sklearn.utils.validation, scipy.special, torch; before = set(sys.modules); "
+        f"import sk_softmix; print([m for m in {modules!r} if m in set(sys.modules) - before])"
+    )
     loaded = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
