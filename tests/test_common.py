@@ -42,8 +42,27 @@ ATTENTION_EXPECTED_FAILURES = dict.fromkeys(
 )
 
 
+# The classifier weighs the tokens of its kernel heads (a key bias log w_i);
+# the paper's bilinear heads, trained by a solver, take no weights and say so
+# with a ValueError for unequal ones, which these checks pass.
+UNWEIGHTED = (
+    "bilinear heads take no sample_weight or class_weight: unequal weights raise a "
+    "ValueError that names the kernel heads"
+)
+BILINEAR_EXPECTED_FAILURES = dict.fromkeys(
+    [
+        "check_sample_weights_not_overwritten",
+        "check_sample_weight_equivalence_on_dense_data",
+        "check_classifiers_one_label_sample_weights",
+        "check_class_weight_classifiers",
+    ],
+    UNWEIGHTED,
+)
+
+
 def expected_failures(estimator):
-    """The leave-one-out checks fail wherever the fitted model attends to its
+    """The bilinear classifier fails the checks of unequal sample weights.
+    The leave-one-out checks fail wherever the fitted model attends to its
     prompt: linear-attention stacks, one plain softmax head (it has no
     affine start to fall back on) and heads kept without validation
     (``early_stopping=False``). The default softmax denoiser keeps the
@@ -52,6 +71,8 @@ def expected_failures(estimator):
     not hold."""
     if isinstance(estimator, LinearAttentionDenoiser):
         return ATTENTION_EXPECTED_FAILURES
+    if isinstance(estimator, SoftmaxAttentionClassifier) and estimator.init not in ("auto", "lda"):
+        return BILINEAR_EXPECTED_FAILURES
     if isinstance(estimator, SoftmaxAttentionDenoiser) and (
         estimator.early_stopping is False or not (estimator.residual or estimator.n_heads >= 2)
     ):

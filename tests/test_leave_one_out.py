@@ -130,7 +130,7 @@ def _watch_classifier_scores(monkeypatch, owner, n_features):
     their own token excluded (after checking that exactly it was)."""
     excluded = []
 
-    def check(parameters, features, prompt, exclude, batch_size):
+    def check(parameters, features, prompt, exclude, batch_size, token_bias=None):
         # prompt tokens are (x_i, label_i): a query's own token has its x
         excluded.append(_check_own_token_excluded(features, prompt[:, :n_features], exclude))
 

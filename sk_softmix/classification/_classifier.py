@@ -24,7 +24,7 @@ from ..theory.lda import class_statistics, lda_coordinates
 from ..training._persistence import ParametersAddedSinceMixin
 from ..training._selection import validation_split
 from ..training._solvers import SOLVERS
-from ..training._units import checked_scale
+from ..training._units import checked_scale, rms_scale
 from ..training._validation import (
     FLOAT_DTYPES,
     Count,
@@ -44,6 +44,7 @@ from ._kernel_head import fit_kernel_heads, heads_beat_linear, kernel_heads
 from ._linear_starts import best_linear_start, cross_validated_scores, linear_skip
 from ._objective import train_heads
 from ._starts import classifier_starts
+from ._tokens import check_class_counts, distinct_tokens, equal_weights, row_weights
 
 
 class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, BaseEstimator):
@@ -144,6 +145,11 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     prompt_size : int, default=None
         ``None``: every training pair is in the prompt; an int: a random
         subset of that size (an error if it misses a class).
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, multiplying ``sample_weight`` as in
+        :class:`~sklearn.linear_model.LogisticRegression`: a dict ``{label:
+        weight}``, or ``"balanced"`` for ``n_samples / (n_classes *
+        count(label))``. Kernel heads only (see ``fit``'s ``sample_weight``).
     max_iter : int, default=300
         Iterations of the solver (loss evaluations for ``"lbfgs"``) of
         bilinear heads; 0 keeps the start (for kernel heads: the linear
@@ -236,7 +242,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     prompt_y_ : ndarray of shape (L,)
         Class indices (into ``classes_``) of the prompt.
     prompt_indices_ : ndarray of shape (L,)
-        Rows of the training set that form the prompt.
+        Rows of the training set that form the prompt. With kernel heads,
+        repeated ``(x, label)`` rows are one token, held by the first of them.
+    prompt_weights_ : ndarray of shape (L,)
+        Each prompt token's weight (kernel heads): the summed
+        ``sample_weight`` times ``class_weight`` of its rows. A token's score
+        gains ``log`` of it. Ones for bilinear heads.
     U11_ : ndarray of shape (n_heads, n_features, n_features)
         Feature-feature blocks of the key-query matrices: the score of token
         ``i`` for query ``x`` has the term ``x_i^T U11^T x``.
@@ -429,6 +440,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         "residual": ["boolean"],
         "init": [StrOptions({"auto", "lda", "zero", "krylov", "random", "bayes"})],
         "prompt_size": [Count(2), None],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
         "max_iter": [Count(0)],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -453,6 +465,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         residual=True,
         init="auto",
         prompt_size=None,
+        class_weight=None,
         max_iter=300,
         learning_rate=0.02,
         alpha=0.01,
@@ -473,6 +486,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self.residual = residual
         self.init = init
         self.prompt_size = prompt_size
+        self.class_weight = class_weight
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.alpha = alpha
@@ -491,7 +505,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     # -- public API ------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Make the training pairs the prompt and train the heads.
 
         Parameters
@@ -501,6 +515,16 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             their labels, become the prompt.
         y : array-like of shape (n_samples,)
             Class labels (any type scikit-learn accepts).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the training pairs, as multiplicities:
+            ``sample_weight=k`` on a row fits the model ``k`` copies of it
+            fit. A token's weight enters its score as ``log w_i`` (so the
+            vote weighs it ``w_i`` times), and the linear start's choice,
+            the heads' bandwidths and read-outs and the comparison with the
+            linear start use weighted log-losses. Rows of weight 0 are left
+            out. Only relative weights count. Kernel heads only: bilinear
+            heads (``head="bilinear"``) raise a ``ValueError`` for unequal
+            weights.
 
         Returns
         -------
@@ -508,7 +532,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             The fitted classifier.
         """
         with unchanged_on_error(self), numpy_blas_threads_for(X):
-            self._fit(X, y)
+            self._fit(X, y, sample_weight)
         return self
 
     def decision_function(self, X):
@@ -639,7 +663,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
 
     # -- fitting ---------------------------------------------------------------
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight=None):
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         checked_scale(X, type(self).__name__)
         check_classification_targets(y)
@@ -649,19 +673,26 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 f"SoftmaxAttentionClassifier needs at least 2 classes in y; got {len(classes)} "
                 f"({classes.tolist()})."
             )
-        counts = np.bincount(labels)
-        if counts.min() < 2:
-            raise ValueError(
-                "Every class needs at least 2 samples (a training query leaves itself "
-                f"out of the prompt); class {classes.tolist()[counts.argmin()]!r} has "
-                f"{counts.min()}."
-            )
         if self.init == "lda" and not self.residual:
             raise ValueError(
                 "init='lda' puts LDA's score in the skip map, which needs residual=True; "
                 "with residual=False use init='bayes' (Lemma B.3) or 'zero'."
             )
         kernel = self._kernel_heads()
+        weights = row_weights(y, classes, sample_weight, self.class_weight, X)
+        rows = np.arange(len(X))
+        if kernel:
+            rows, weights = distinct_tokens(X, labels, weights)
+            if len(rows) == len(X) and equal_weights(weights):
+                weights = None  # no repeated row, no weight: the plain fit, exactly
+            X, labels = X[rows], labels[rows]
+        elif not equal_weights(weights):
+            raise ValueError(
+                "sample_weight and class_weight weigh the tokens of kernel heads; the "
+                f"bilinear heads of head={self.head!r}, init={self.init!r} take no weights. "
+                "Use head='auto' with init='auto', or equal weights."
+            )
+        check_class_counts(labels, classes, minimum=1 if kernel else 2)
         problem = unstandardised_features(X)
         if problem is not None and self.standardize is False and self.max_iter > 0:
             warnings.warn(
@@ -676,14 +707,20 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         standardise = self.standardize is True or (
             self.standardize == "auto" and problem is not None
         )
-        self.feature_mean_, self.feature_scale_ = feature_standardisation(X, standardise)
-        if standardise:
+        self.feature_mean_, self.feature_scale_ = feature_standardisation(X, standardise, weights)
+        if kernel and not standardise:
+            # kernel heads are tuned in float32: at unit root-mean-square the
+            # squared distances of data at any scale float64 serves (1e-20,
+            # 1e19) stay inside float32's range; a power of two rounds nothing
+            unit = 2.0 ** np.round(np.log2(rms_scale(X)))
+            self.feature_scale_ = np.full(X.shape[1], unit)
+        if standardise or kernel:
             X = ((X - self.feature_mean_) / self.feature_scale_).astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
         n_classes = len(classes)
         if kernel:
-            self._fit_kernel_heads(X, labels, classes, random_state, device)
+            self._fit_kernel_heads(X, labels, classes, random_state, device, weights, rows)
             return
         # Trained heads fall back on the untrained linear start (LDA) when it
         # validates better: by choice with init="auto" or "lda", with a
@@ -787,22 +824,37 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )
         return True
 
-    def _fit_kernel_heads(self, X, labels, classes, random_state, device):
-        """The linear start, then kernel heads on top where they beat it (see Notes)."""
+    def _fit_kernel_heads(self, X, labels, classes, random_state, device, weights, rows):
+        """The linear start, then kernel heads on top where they beat it (see Notes).
+
+        ``X`` and ``labels`` are the distinct tokens, ``weights`` theirs
+        (``None``: equal), ``rows`` the training rows that hold them.
+        """
         n_classes = len(classes)
         prompt_indices = self._prompt(labels, n_classes, random_state)
         seed = random_state.randint(2**31 - 1)
+        # a class of one distinct point (its rows repeat, or all but one weigh
+        # 0) has nothing to leave out: no cross-validation, no heads
+        single = np.bincount(labels, minlength=n_classes).min() < 2
+        if single:
+            warnings.warn(
+                "SoftmaxAttentionClassifier: a class has a single distinct point of positive "
+                "weight, so neither the linear starts' cross-validation nor the heads' "
+                "leave-one-out can run: the model is the weighted LDA of the points.",
+                UserWarning,
+                stacklevel=4,
+            )
         linear, linear_scores = "lda", None
-        if self.init == "auto":
-            linear, linear_scores, _ = best_linear_start(X, labels, seed)
-        skip, intercept = linear_skip(linear, X, labels)
+        if self.init == "auto" and not single:
+            linear, linear_scores, _ = best_linear_start(X, labels, seed, weights)
+        skip, intercept = linear_skip(linear, X, labels, weights)
         # heads that read out exactly 0 unless the grid search keeps them
         heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
         kept = False
-        if self.max_iter > 0:
+        if self.max_iter > 0 and not single:
             if linear_scores is None:
-                linear_scores = cross_validated_scores(X, labels, seed, ("lda",))["lda"]
-            heads, kernel_losses, linear_losses = fit_kernel_heads(
+                linear_scores = cross_validated_scores(X, labels, seed, ("lda",), weights)["lda"]
+            heads, kernel_losses, linear_losses, tuning_weights = fit_kernel_heads(
                 X,
                 labels,
                 n_classes,
@@ -811,18 +863,23 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 self.n_heads,
                 random_state,
                 device,
+                weights,
             )
-            kept = self.early_stopping is False or heads_beat_linear(kernel_losses, linear_losses)
+            kept = self.early_stopping is False or heads_beat_linear(
+                kernel_losses, linear_losses, tuning_weights
+            )
             if self.verbose:
+                linear_loss = np.average(linear_losses, weights=tuning_weights)
+                kernel_loss = np.average(kernel_losses, weights=tuning_weights)
                 print(
                     f"[SoftmaxAttentionClassifier] linear start {linear!r}: held-out log-loss "
-                    f"{linear_losses.mean():.4f}; with kernel heads {kernel_losses.mean():.4f}"
+                    f"{linear_loss:.4f}; with kernel heads {kernel_loss:.4f}"
                     f" -> {'kernel heads' if kept else 'linear start'} kept"
                 )
             if not kept:  # at their fitted bandwidths, reading out nothing
                 heads["v22"] = np.zeros_like(heads["v22"])
         heads.update(skip=skip, intercept=intercept)
-        self._set_fitted(heads, classes, X, labels, prompt_indices, device)
+        self._set_fitted(heads, classes, X, labels, prompt_indices, device, weights, rows)
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}
@@ -838,12 +895,19 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )
         return prompt_indices
 
-    def _set_fitted(self, parameters, classes, X, labels, prompt_indices, device):
+    def _set_fitted(
+        self, parameters, classes, X, labels, prompt_indices, device, weights=None, rows=None
+    ):
+        """Fitted attributes; ``X`` and ``labels`` are the tokens (rows ``rows`` of the
+        training set, all of them by default) and ``weights`` theirs."""
         for name, value in parameters.items():
             setattr(self, f"{name}_", to_fitted_shapes(name, value, len(classes)))
         self.classes_ = classes
         self.prompt_X_, self.prompt_y_ = X[prompt_indices], labels[prompt_indices]
-        self.prompt_indices_ = prompt_indices
+        self.prompt_indices_ = prompt_indices if rows is None else rows[prompt_indices]
+        self.prompt_weights_ = (
+            np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
+        )
         self.device_ = str(device)
 
     def _scores(self, X):
@@ -868,12 +932,19 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 as_tensor(self.prompt_y_, device),
                 n_classes,
             )
+            # models saved before token weights existed have none: equal weights
+            token_weights = getattr(self, "prompt_weights_", None)
+            token_bias = None
+            if not equal_weights(token_weights):
+                token_bias = as_tensor(np.log(token_weights), device, dtype)
             features = as_tensor(features, device, dtype)  # see ``standardize``
         chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, len(prompt))
 
         def scores(start, stop):
             # the engine chunks the queries, reusing one scores buffer
-            return classifier_scores(parameters, features[start:stop], prompt, None, chunk)
+            return classifier_scores(
+                parameters, features[start:stop], prompt, None, chunk, token_bias
+            )
 
         fused_scores = len(X) * len(prompt) * self.n_heads
         if not fused_kernel_available(device, leave_one_out=False):
@@ -890,18 +961,26 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         return heads + ("skip", "intercept") if self.residual else heads
 
 
-def feature_standardisation(X, standardise: bool) -> tuple[np.ndarray, np.ndarray]:
+def feature_standardisation(
+    X, standardise: bool, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The centre and scale of each feature the model works in.
 
     ``(mean, standard deviation)`` of ``X``'s columns when ``standardise``
-    (a constant column keeps scale 1), else zeros and ones.
+    (a constant column keeps scale 1), else zeros and ones; weighted by the
+    rows' ``weights`` where given, so that repeated rows merged into one
+    weighted token give the same coordinates as the rows themselves.
     """
     n_features = X.shape[1]
     if not standardise:
         return np.zeros(n_features), np.ones(n_features)
     X = X.astype(np.float64)
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
+    if weights is None:
+        mean = X.mean(axis=0)
+        scale = X.std(axis=0)
+    else:
+        mean = np.average(X, axis=0, weights=weights)
+        scale = np.sqrt(np.average(np.square(X - mean), axis=0, weights=weights))
     # below float64's resolution of the column the spread is rounding: constant
     constant = scale <= 1e-12 * np.maximum(np.abs(mean), scale.max())
     scale[constant] = 1.0

@@ -84,15 +84,17 @@ def classifier_tokens(features, labels, n_classes):
     return torch.cat([features, label_blocks(labels, n_classes).to(features.dtype)], dim=-1)
 
 
-def classifier_scores(parameters, features, prompt, exclude, batch_size):
+def classifier_scores(parameters, features, prompt, exclude, batch_size, token_bias=None):
     """Scores (n, 1) or logits (n, C) of the queries ``(x, 0)``.
 
-    ``sum_h sum_i softmax_i(x_i^T U11_h^T x + label_i^T u12_h x - 1/2 x_i^T W_h x_i)
-    (v21_h x_i + v22_h label_i)``, plus ``skip x + intercept`` when the
+    ``sum_h sum_i softmax_i(x_i^T U11_h^T x + label_i^T u12_h x - 1/2 x_i^T W_h x_i
+    + c_i) (v21_h x_i + v22_h label_i)``, plus ``skip x + intercept`` when the
     parameters hold a skip map. The key norm ``W`` (H, d, d) is there for
     kernel heads only (``W = U11``: a Gaussian kernel, see
-    ``_kernel_head``); without it the score is the paper's. Shapes are the
-    full ones of ``classifier_starts``.
+    ``_kernel_head``); without it the score is the paper's. ``token_bias``
+    (L,) is ``c_i``, the log of each token's weight (``_tokens``), or
+    ``None`` for equal weights. Shapes are the full ones of
+    ``classifier_starts``.
     """
     U11, u12, v21, v22 = (parameters[name] for name in ("U11", "u12", "v21", "v22"))
     n_heads, width, d = u12.shape
@@ -115,7 +117,14 @@ def classifier_scores(parameters, features, prompt, exclude, batch_size):
         # the kernel head's key norm -1/2 x_i^T W x_i acts on the features only
         key_norm = F.pad(parameters["W"], (0, width, 0, width))  # (H, d + width, d + width)
     scores = softmax_attention(
-        queries, prompt, U, V, exclude=exclude, batch_size=batch_size, key_norm=key_norm
+        queries,
+        prompt,
+        U,
+        V,
+        exclude=exclude,
+        batch_size=batch_size,
+        key_norm=key_norm,
+        key_bias=token_bias,
     ).sum(0)
     if "skip" in parameters:
         scores = scores + features @ parameters["skip"].mT + parameters["intercept"]

@@ -68,11 +68,14 @@ def kernel_heads(n_features, n_classes, bandwidths, readouts):
     }
 
 
-def kernel_votes(features, prompt, n_classes, bandwidth, exclude=None, batch_size=None):
+def kernel_votes(
+    features, prompt, n_classes, bandwidth, exclude=None, batch_size=None, token_bias=None
+):
     """The Gaussian-kernel vote (n, width) of each query (torch, no grad).
 
     ``features`` (n, d) are the queries, ``prompt`` the classifier's tokens
-    ``(x_i, label block)``; ``exclude`` each query's own token (or -1).
+    ``(x_i, label block)``; ``exclude`` each query's own token (or -1);
+    ``token_bias`` (L,) the log of each token's weight, or ``None``.
     """
     d = features.shape[1]
     heads = kernel_heads(d, n_classes, [bandwidth], [1.0])
@@ -80,11 +83,11 @@ def kernel_votes(features, prompt, n_classes, bandwidth, exclude=None, batch_siz
         name: as_tensor(value, features.device, features.dtype) for name, value in heads.items()
     }
     with torch.no_grad():
-        return classifier_scores(parameters, features, prompt, exclude, batch_size)
+        return classifier_scores(parameters, features, prompt, exclude, batch_size, token_bias)
 
 
 def fit_kernel_heads(
-    X, labels, n_classes, prompt_indices, linear_scores, n_heads, random_state, device
+    X, labels, n_classes, prompt_indices, linear_scores, n_heads, random_state, device, weights=None
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -107,6 +110,10 @@ def fit_kernel_heads(
         Draws the tuning queries when there are more than
         ``MAX_TUNING_QUERIES``.
     device : torch.device
+    weights : ndarray of shape (n,), default=None
+        The tokens' positive weights (``_tokens``): each prompt token's
+        score gains ``log w_i`` and each tuning query's loss counts ``w_i``
+        times. ``None``: equal weights.
 
     Returns
     -------
@@ -115,6 +122,8 @@ def fit_kernel_heads(
     kernel_losses, linear_losses : ndarray of shape (n_tuning,)
         Per-sample held-out log-loss of the linear score with and without
         the heads, on the tuning queries.
+    tuning_weights : ndarray of shape (n_tuning,) or None
+        The tuning queries' weights.
     """
     n = len(X)
     rows = np.arange(n)
@@ -129,20 +138,31 @@ def fit_kernel_heads(
     exclude = as_tensor(positions[rows], device)
     scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
     bandwidths = scale * BANDWIDTH_FACTORS
+    token_bias, tuning_weights = None, None
+    if weights is not None:
+        token_bias = as_tensor(np.log(weights[prompt_indices]), device, torch.float32)
+        tuning_weights = weights[rows]
     votes = [
-        kernel_votes(queries, prompt, n_classes, h, exclude).double().cpu().numpy()
+        kernel_votes(queries, prompt, n_classes, h, exclude, token_bias=token_bias)
+        .double()
+        .cpu()
+        .numpy()
         for h in bandwidths
     ]
     tuning_labels = labels[rows]
     base = linear_scores[rows].astype(np.float64)
     linear_losses = score_losses(base, tuning_labels)
+
+    def mean_loss(scores):
+        return np.average(score_losses(scores, tuning_labels), weights=tuning_weights)
+
     chosen_bandwidths, chosen_readouts = [], []
     for _ in range(n_heads):
         # (loss, bandwidth index, read-out): read-out 0 leaves the score as it is
-        best = (score_losses(base, tuning_labels).mean(), 0, 0.0)
+        best = (mean_loss(base), 0, 0.0)
         for k, vote in enumerate(votes):
             for beta in READOUTS[1:]:
-                loss = score_losses(base + beta * vote, tuning_labels).mean()
+                loss = mean_loss(base + beta * vote)
                 if loss < best[0]:
                     best = (loss, k, beta)
         _, k, beta = best
@@ -150,12 +170,16 @@ def fit_kernel_heads(
         chosen_readouts.append(beta)
         base = base + beta * votes[k]
     heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
-    return heads, score_losses(base, tuning_labels), linear_losses
+    return heads, score_losses(base, tuning_labels), linear_losses, tuning_weights
 
 
-def heads_beat_linear(kernel_losses, linear_losses) -> bool:
+def heads_beat_linear(kernel_losses, linear_losses, weights=None) -> bool:
     """Whether the kernel heads' held-out log-loss beats the linear start's by
-    ``N_STANDARD_ERRORS`` standard errors of the per-sample difference."""
+    ``N_STANDARD_ERRORS`` standard errors of the per-sample difference
+    (weighted by ``weights``, the samples' weights, where given)."""
     return significantly_lower(
-        torch.as_tensor(kernel_losses), torch.as_tensor(linear_losses), N_STANDARD_ERRORS
+        torch.as_tensor(kernel_losses),
+        torch.as_tensor(linear_losses),
+        N_STANDARD_ERRORS,
+        None if weights is None else torch.as_tensor(weights),
     )

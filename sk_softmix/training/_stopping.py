@@ -141,7 +141,10 @@ class PlateauStop:
 
 
 def significantly_lower(
-    losses: torch.Tensor, reference: torch.Tensor, n_standard_errors: float
+    losses: torch.Tensor,
+    reference: torch.Tensor,
+    n_standard_errors: float,
+    weights: torch.Tensor | None = None,
 ) -> bool:
     """Whether per-sample ``losses`` beat ``reference`` by ``n_standard_errors``.
 
@@ -151,9 +154,24 @@ def significantly_lower(
     of model selection (Hastie, Tibshirani & Friedman, The Elements of
     Statistical Learning, section 7.10): keep the simpler model unless the
     other is better by more than the noise.
+
+    With ``weights`` (the samples' positive weights) the mean and variance
+    are weighted, and the standard error counts Kish's effective number of
+    samples ``(sum w)^2 / sum w^2``: equal weights give the unweighted test,
+    and multiplying every weight by a constant changes nothing.
     """
     difference = (losses - reference).double()
-    if difference.numel() < 2:
-        return bool(n_standard_errors == 0 and difference.mean() < 0)
-    standard_error = difference.std() / math.sqrt(difference.numel())
-    return bool(difference.mean() + n_standard_errors * standard_error < 0)
+    if weights is None:
+        if difference.numel() < 2:
+            return bool(n_standard_errors == 0 and difference.mean() < 0)
+        standard_error = difference.std() / math.sqrt(difference.numel())
+        return bool(difference.mean() + n_standard_errors * standard_error < 0)
+    weights = torch.as_tensor(weights, dtype=torch.float64, device=difference.device)
+    n_effective = float(weights.sum() ** 2 / weights.square().sum())
+    mean = float((weights * difference).sum() / weights.sum())
+    if difference.numel() < 2 or n_effective <= 1:
+        return bool(n_standard_errors == 0 and mean < 0)
+    variance = float((weights * (difference - mean).square()).sum() / weights.sum())
+    variance *= n_effective / (n_effective - 1)  # unbiased, as Tensor.std
+    standard_error = math.sqrt(variance / n_effective)
+    return bool(mean + n_standard_errors * standard_error < 0)

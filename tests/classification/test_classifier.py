@@ -460,7 +460,6 @@ BAD_INPUT = {
     "one class": (lambda X, y: (X, np.zeros_like(y)), "at least 2 classes"),
     "nan": (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 4, np.nan, X), y), "NaN"),
     "inf": (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 4, np.inf, X), y), "inf"),
-    "one sample in a class": (lambda X, y: (X, np.r_[2, y[1:]]), "at least 2 samples"),
     "y of another length": (lambda X, y: (X, y[:-1]), "inconsistent numbers of samples"),
     "continuous y": (lambda X, y: (X, y + 0.5 * np.arange(len(y))), "Unknown label type"),
 }
@@ -477,6 +476,21 @@ def test_bad_input_raises_and_changes_nothing(case):
     np.testing.assert_array_equal(clf.decision_function(X), before)
     with pytest.raises(ValueError, match="expecting 2 features"):
         clf.predict(np.ones((3, 5)))
+
+
+def test_a_class_of_one_sample():
+    # bilinear heads leave each training query out of the prompt: a class of
+    # one sample cannot be trained on; kernel heads fall back on the weighted
+    # LDA of the points, with a warning, as scikit-learn's LDA fits it
+    X, y = make_lda(60, **C1, random_state=13)
+    y = np.r_[2, y[1:]]
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        SoftmaxAttentionClassifier(head="bilinear", max_iter=3, random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="single distinct point"):
+        clf = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    assert clf.init_ == "linear" and clf.linear_start_ == "lda"
+    lda = LinearDiscriminantAnalysis().fit(X, y)
+    np.testing.assert_allclose(clf.predict_proba(X), lda.predict_proba(X), rtol=0, atol=1e-9)
 
 
 def test_fitted_state_is_numpy_and_pickles():
