@@ -180,8 +180,12 @@ def test_krylov_start_falls_back_to_zero_where_k_is_the_whole_space():
 def test_paper_model_trains_from_the_krylov_start_to_lda_accuracy():
     # Theorem 3.6's setting on a sample (balanced, Gamma = I): the heads alone
     # (residual=False), trained from v21(0) in K-perp, reach the accuracy of
-    # LDA (the Bayes rule's estimate) on fresh points. 4,000 test points: one
-    # standard error of an accuracy near 0.93 is 0.004.
+    # LDA (the Bayes rule's estimate, 0.857 here) on fresh points. The theorem
+    # is for gradient flow on the population; 300 L-BFGS steps in float32 on
+    # 1,000 points ended 0.003-0.015 below LDA over random_state 0-5, and the
+    # path follows the processor's float32 kernels (0.8422 on one, 0.8418 on
+    # another, same seed). 0.025 is six standard errors of an accuracy on
+    # 4,000 test points (0.004); heads that missed the direction score 0.5.
     rng = np.random.default_rng(3)
     X, labels = _isotropic_classes(rng, 1000, 5, 2, separation=1.5)
     X_test, labels_test = _isotropic_classes(rng, 4000, 5, 2, separation=1.5)
@@ -192,4 +196,4 @@ def test_paper_model_trains_from_the_krylov_start_to_lda_accuracy():
         ).fit(X, labels)
     assert clf.init_ == "krylov"
     lda = LinearDiscriminantAnalysis().fit(X, labels)
-    assert clf.score(X_test, labels_test) >= lda.score(X_test, labels_test) - 0.015
+    assert clf.score(X_test, labels_test) >= lda.score(X_test, labels_test) - 0.025
