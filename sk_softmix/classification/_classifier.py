@@ -38,13 +38,22 @@ from ._heads import (
     classifier_tokens,
     from_fitted_shapes,
     heads_coordinates,
+    label_blocks,
     to_fitted_shapes,
 )
 from ._kernel_head import fit_kernel_heads, heads_beat_linear, kernel_heads
 from ._linear_starts import best_linear_start, cross_validated_scores, linear_skip
+from ._neighbours import neighbour_head_votes, resolve_n_neighbors, token_index
 from ._objective import train_heads
 from ._starts import classifier_starts
-from ._tokens import check_class_counts, distinct_tokens, equal_weights, row_weights
+from ._tokens import (
+    MAX_SELECTION_TOKENS,
+    check_class_counts,
+    distinct_tokens,
+    equal_weights,
+    row_weights,
+    selection_rows,
+)
 
 
 class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, BaseEstimator):
@@ -145,6 +154,15 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     prompt_size : int, default=None
         ``None``: every training pair is in the prompt; an int: a random
         subset of that size (an error if it misses a class).
+    n_neighbors : int, "auto" or None, default="auto"
+        Kernel heads only: each query's softmax runs over its
+        ``n_neighbors`` nearest prompt tokens (a tree from
+        :mod:`sklearn.neighbors`), in leave-one-out tuning and prediction
+        alike, instead of over the whole prompt (``None``, exact). Tokens
+        beyond a few bandwidths weigh less than rounding; the share of mass
+        left out is bounded and reported (``neighbour_mass_left_out_``).
+        ``"auto"``: exact up to 20,000 prompt tokens, 64 neighbours above,
+        so that cost grows as ``n log n`` rather than ``n^2``.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes, multiplying ``sample_weight`` as in
         :class:`~sklearn.linear_model.LogisticRegression`: a dict ``{label:
@@ -238,12 +256,24 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     feature_mean_ : ndarray of shape (n_features,)
         Centre subtracted from every feature (zeros when not standardised).
     feature_scale_ : ndarray of shape (n_features,)
-        Scale dividing every centred feature (ones when not standardised).
+        Scale dividing every centred feature: ones when not standardised,
+        but for kernel heads, which work at unit root-mean-square (the power
+        of two nearest it, so that the division rounds nothing).
     prompt_y_ : ndarray of shape (L,)
         Class indices (into ``classes_``) of the prompt.
     prompt_indices_ : ndarray of shape (L,)
         Rows of the training set that form the prompt. With kernel heads,
         repeated ``(x, label)`` rows are one token, held by the first of them.
+    n_neighbors_ : int or None
+        The number of nearest prompt tokens each query of the kernel heads
+        attends to, ``None`` for all (``n_neighbors`` resolved).
+    neighbour_mass_left_out_ : float
+        With ``n_neighbors_``: the largest share of a kept head's softmax
+        mass that the restriction left out on a tuning query, a bound (each
+        vote entry is within twice it of the exact head's); 0 otherwise.
+    token_index_ : NearestNeighbors or None
+        The neighbour index over ``prompt_X_`` that prediction searches
+        (with ``n_neighbors_`` and kernel heads kept), else ``None``.
     prompt_weights_ : ndarray of shape (L,)
         Each prompt token's weight (kernel heads): the summed
         ``sample_weight`` times ``class_weight`` of its rows. A token's score
@@ -441,6 +471,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         "init": [StrOptions({"auto", "lda", "zero", "krylov", "random", "bayes"})],
         "prompt_size": [Count(2), None],
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "n_neighbors": [Count(1), StrOptions({"auto"}), None],
         "max_iter": [Count(0)],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -466,6 +497,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         init="auto",
         prompt_size=None,
         class_weight=None,
+        n_neighbors="auto",
         max_iter=300,
         learning_rate=0.02,
         alpha=0.01,
@@ -487,6 +519,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self.init = init
         self.prompt_size = prompt_size
         self.class_weight = class_weight
+        self.n_neighbors = n_neighbors
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.alpha = alpha
@@ -844,17 +877,29 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 UserWarning,
                 stacklevel=4,
             )
-        linear, linear_scores = "lda", None
+        # above MAX_SELECTION_TOKENS tokens the linear starts are compared, and the
+        # heads tuned, on a stratified subset: their cost, not the data, grows
+        selection = selection_rows(labels, MAX_SELECTION_TOKENS, random_state)
+        chosen = slice(None) if selection is None else selection
+        chosen_weights = None if weights is None else weights[chosen]
+        linear, selection_scores = "lda", None
         if self.init == "auto" and not single:
-            linear, linear_scores, _ = best_linear_start(X, labels, seed, weights)
+            linear, selection_scores, _ = best_linear_start(
+                X[chosen], labels[chosen], seed, chosen_weights
+            )
         skip, intercept = linear_skip(linear, X, labels, weights)
         # heads that read out exactly 0 unless the grid search keeps them
         heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
-        kept = False
+        kept, left_out = False, 0.0
+        n_neighbors = resolve_n_neighbors(self.n_neighbors, len(prompt_indices))
         if self.max_iter > 0 and not single:
-            if linear_scores is None:
-                linear_scores = cross_validated_scores(X, labels, seed, ("lda",), weights)["lda"]
-            heads, kernel_losses, linear_losses, tuning_weights = fit_kernel_heads(
+            if selection_scores is None:
+                selection_scores = cross_validated_scores(
+                    X[chosen], labels[chosen], seed, ("lda",), chosen_weights
+                )["lda"]
+            linear_scores = np.full((len(X), selection_scores.shape[1]), np.nan)
+            linear_scores[chosen] = selection_scores
+            fitted = fit_kernel_heads(
                 X,
                 labels,
                 n_classes,
@@ -864,7 +909,11 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 random_state,
                 device,
                 weights,
+                n_neighbors,
+                selection,
             )
+            heads, kernel_losses, linear_losses = fitted.heads, *fitted[1:3]
+            tuning_weights = fitted.tuning_weights
             kept = self.early_stopping is False or heads_beat_linear(
                 kernel_losses, linear_losses, tuning_weights
             )
@@ -878,8 +927,14 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 )
             if not kept:  # at their fitted bandwidths, reading out nothing
                 heads["v22"] = np.zeros_like(heads["v22"])
+            left_out = fitted.left_out if kept else 0.0
         heads.update(skip=skip, intercept=intercept)
         self._set_fitted(heads, classes, X, labels, prompt_indices, device, weights, rows)
+        self.n_neighbors_ = n_neighbors
+        self.neighbour_mass_left_out_ = left_out
+        self.token_index_ = None
+        if kept and n_neighbors is not None:
+            self.token_index_ = token_index(self.prompt_X_.astype(np.float64))
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}
@@ -916,6 +971,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             # heads that read out nothing return exactly 0: the linear start
             scores = features @ self.skip_.T.astype(features.dtype) + self.intercept_
             return scores.astype(X.dtype, copy=False)
+        if getattr(self, "token_index_", None) is not None:
+            return self._neighbour_scores(features).astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         n_classes = len(self.classes_)
         dtype = torch_dtype_of(X)
@@ -951,6 +1008,25 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             fused_scores = None
         with torch.no_grad():
             return predict_on_threads(device, len(X), chunk, scores, fused_scores).cpu().numpy()
+
+    def _neighbour_scores(self, features):
+        """The linear start's score plus the kernel heads' votes over each query's
+        ``n_neighbors_`` nearest tokens (``_neighbours``), in float64."""
+        n_classes = len(self.classes_)
+        bandwidths = 1.0 / np.sqrt(self.U11_[:, 0, 0])  # U11 = I / h^2
+        readouts = self.v22_ if n_classes == 2 else self.v22_[:, 0, 0]
+        blocks = np.asarray(label_blocks(self.prompt_y_, n_classes), dtype=np.float64)
+        features = np.asarray(features, dtype=np.float64)
+        votes = neighbour_head_votes(
+            self.token_index_,
+            features,
+            blocks,
+            self.prompt_weights_,
+            bandwidths,
+            readouts,
+            self.n_neighbors_,
+        )
+        return features @ self.skip_.T + self.intercept_ + votes
 
     def _parameter_names(self):
         heads = ("U11", "u12", "v21", "v22")

@@ -20,6 +20,8 @@ log-loss being minimised is a held-out one, which keeps the vote
 calibrated and the comparison with the linear start fair.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -27,8 +29,15 @@ from ..attention._device import as_tensor
 from ..training._bandwidths import nearest_neighbour_scale
 from ..training._stopping import significantly_lower
 from ..training._validation import prompt_positions
-from ._heads import classifier_scores, classifier_tokens, label_width
+from ._heads import classifier_scores, classifier_tokens, label_blocks, label_width
 from ._linear_starts import score_losses
+from ._neighbours import (
+    MAX_SHARE_QUERIES,
+    left_out_exactly,
+    nearest_tokens,
+    token_index,
+    truncated_votes,
+)
 
 # Bandwidths tried, as multiples of the median leave-one-out distance of a
 # training point to its nearest neighbour; read-outs tried for each head.
@@ -87,7 +96,17 @@ def kernel_votes(
 
 
 def fit_kernel_heads(
-    X, labels, n_classes, prompt_indices, linear_scores, n_heads, random_state, device, weights=None
+    X,
+    labels,
+    n_classes,
+    prompt_indices,
+    linear_scores,
+    n_heads,
+    random_state,
+    device,
+    weights=None,
+    n_neighbors=None,
+    candidate_rows=None,
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -114,41 +133,39 @@ def fit_kernel_heads(
         The tokens' positive weights (``_tokens``): each prompt token's
         score gains ``log w_i`` and each tuning query's loss counts ``w_i``
         times. ``None``: equal weights.
+    n_neighbors : int or None, default=None
+        Each query's vote over its ``n_neighbors`` nearest prompt tokens
+        only (``_neighbours``), or over the whole prompt (``None``).
+    candidate_rows : ndarray, default=None
+        The rows whose ``linear_scores`` are out-of-fold, among which the
+        tuning queries are drawn (``None``: every row).
 
     Returns
     -------
-    heads : dict
-        :func:`kernel_heads`' parameters.
-    kernel_losses, linear_losses : ndarray of shape (n_tuning,)
-        Per-sample held-out log-loss of the linear score with and without
-        the heads, on the tuning queries.
-    tuning_weights : ndarray of shape (n_tuning,) or None
-        The tuning queries' weights.
+    KernelFit
+        ``heads``, :func:`kernel_heads`' parameters; ``kernel_losses`` and
+        ``linear_losses`` (n_tuning,), the per-sample held-out log-loss of
+        the linear score with and without the heads on the tuning queries;
+        ``tuning_weights``, their weights (or ``None``); ``left_out``, the
+        largest share of softmax mass a kept head's neighbour restriction
+        left out on a tuning query (0 for the exact heads).
     """
     n = len(X)
-    rows = np.arange(n)
-    if n > MAX_TUNING_QUERIES:
-        rows = np.sort(random_state.choice(n, MAX_TUNING_QUERIES, replace=False))
+    rows = np.arange(n) if candidate_rows is None else np.asarray(candidate_rows)
+    if len(rows) > MAX_TUNING_QUERIES:
+        rows = np.sort(random_state.choice(rows, MAX_TUNING_QUERIES, replace=False))
     positions = prompt_positions(prompt_indices, n)
-    features = as_tensor(X, device, torch.float32)
-    targets = as_tensor(labels, device)
-    prompt_rows = as_tensor(prompt_indices, device)
-    prompt = classifier_tokens(features[prompt_rows], targets[prompt_rows], n_classes)
-    queries = features[as_tensor(rows, device)]
-    exclude = as_tensor(positions[rows], device)
-    scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
+    tuning_weights = None if weights is None else weights[rows]
+    if n_neighbors is None:
+        votes, scale = _exact_votes(
+            X, labels, n_classes, prompt_indices, rows, positions, weights, device
+        )
+        left_out, tighter_left_out = None, None
+    else:
+        votes, left_out, scale, tighter_left_out = _neighbour_votes(
+            X, labels, n_classes, prompt_indices, rows, positions, weights, n_neighbors
+        )
     bandwidths = scale * BANDWIDTH_FACTORS
-    token_bias, tuning_weights = None, None
-    if weights is not None:
-        token_bias = as_tensor(np.log(weights[prompt_indices]), device, torch.float32)
-        tuning_weights = weights[rows]
-    votes = [
-        kernel_votes(queries, prompt, n_classes, h, exclude, token_bias=token_bias)
-        .double()
-        .cpu()
-        .numpy()
-        for h in bandwidths
-    ]
     tuning_labels = labels[rows]
     base = linear_scores[rows].astype(np.float64)
     linear_losses = score_losses(base, tuning_labels)
@@ -156,7 +173,7 @@ def fit_kernel_heads(
     def mean_loss(scores):
         return np.average(score_losses(scores, tuning_labels), weights=tuning_weights)
 
-    chosen_bandwidths, chosen_readouts = [], []
+    chosen_bandwidths, chosen_readouts, chosen_left_out = [], [], [0.0]
     for _ in range(n_heads):
         # (loss, bandwidth index, read-out): read-out 0 leaves the score as it is
         best = (mean_loss(base), 0, 0.0)
@@ -168,9 +185,84 @@ def fit_kernel_heads(
         _, k, beta = best
         chosen_bandwidths.append(bandwidths[k])
         chosen_readouts.append(beta)
+        if beta > 0 and tighter_left_out is not None:
+            chosen_left_out.append(float(tighter_left_out(k).max()))
         base = base + beta * votes[k]
     heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
-    return heads, score_losses(base, tuning_labels), linear_losses, tuning_weights
+    return KernelFit(
+        heads,
+        score_losses(base, tuning_labels),
+        linear_losses,
+        tuning_weights,
+        max(chosen_left_out),
+    )
+
+
+class KernelFit(NamedTuple):
+    """What :func:`fit_kernel_heads` found."""
+
+    heads: dict
+    kernel_losses: np.ndarray
+    linear_losses: np.ndarray
+    tuning_weights: np.ndarray | None
+    left_out: float
+
+
+def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, device):
+    """Leave-one-out votes (per bandwidth factor) of the tuning rows over the whole
+    prompt on the engine, in float32, and the bandwidth scale."""
+    features = as_tensor(X, device, torch.float32)
+    targets = as_tensor(labels, device)
+    prompt_rows = as_tensor(prompt_indices, device)
+    prompt = classifier_tokens(features[prompt_rows], targets[prompt_rows], n_classes)
+    queries = features[as_tensor(rows, device)]
+    exclude = as_tensor(positions[rows], device)
+    scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
+    token_bias = None
+    if weights is not None:
+        token_bias = as_tensor(np.log(weights[prompt_indices]), device, torch.float32)
+    votes = [
+        kernel_votes(queries, prompt, n_classes, h, exclude, token_bias=token_bias)
+        .double()
+        .cpu()
+        .numpy()
+        for h in scale * BANDWIDTH_FACTORS
+    ]
+    return votes, scale
+
+
+def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, k):
+    """Leave-one-out votes of the tuning rows over their ``k`` nearest prompt
+    tokens (float64), the share of mass each leaves out, and the bandwidth scale."""
+    prompt_X = np.asarray(X[prompt_indices], dtype=np.float64)
+    token_weights = np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
+    exclude = positions[rows]
+    distances, indices = nearest_tokens(token_index(prompt_X), X[rows], k, exclude)
+    # the median distance to the nearest token that is not the query itself
+    positive = np.where(distances > 0, distances, np.inf).min(axis=1)
+    positive = positive[np.isfinite(positive)]
+    scale = float(np.median(positive)) if len(positive) else 1.0
+    own_weight = np.where(exclude >= 0, token_weights[exclude], 0.0)
+    blocks = np.asarray(label_blocks(labels[prompt_indices], n_classes), dtype=np.float64)
+    votes, left_out = [], []
+    for h in scale * BANDWIDTH_FACTORS:
+        vote, share = truncated_votes(
+            distances, indices, blocks, np.log(token_weights), h, token_weights.sum() - own_weight
+        )
+        votes.append(vote)
+        left_out.append(share)
+
+    def tighter_left_out(k):
+        """The share left out at bandwidth ``k``, measured over the whole prompt
+        (only for the bandwidths kept: each costs an exact pass)."""
+        h = scale * BANDWIDTH_FACTORS[k]
+        # tuning queries spread over the (sorted) rows
+        some = np.unique(np.linspace(0, len(rows) - 1, MAX_SHARE_QUERIES).astype(int))
+        return left_out_exactly(
+            prompt_X, X[rows][some], distances[some], indices[some], token_weights, h, exclude[some]
+        )
+
+    return votes, left_out, scale, tighter_left_out
 
 
 def heads_beat_linear(kernel_losses, linear_losses, weights=None) -> bool:

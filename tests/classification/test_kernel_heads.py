@@ -76,10 +76,12 @@ def test_fitted_kernel_model_is_linear_score_plus_read_out_vote():
     h = 1 / np.sqrt(clf.U11_[0, 0, 0])
     np.testing.assert_allclose(clf.U11_[0], np.eye(2) / h**2)
     queries = np.random.default_rng(5).normal(size=(50, 2)) * 3
-    logits = -((queries[:, None] - clf.prompt_X_[None]) ** 2).sum(axis=2) / (2 * h * h)
+    # the model's coordinates: kernel heads work at unit root-mean-square
+    features = (queries - clf.feature_mean_) / clf.feature_scale_
+    logits = -((features[:, None] - clf.prompt_X_[None]) ** 2).sum(axis=2) / (2 * h * h)
     weights = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
     vote = weights @ (2.0 * clf.prompt_y_ - 1)
-    expected = queries @ clf.skip_[0] + clf.intercept_[0] + clf.v22_[0] * vote
+    expected = features @ clf.skip_[0] + clf.intercept_[0] + clf.v22_[0] * vote
     np.testing.assert_allclose(clf.decision_function(queries), expected, rtol=1e-5, atol=1e-5)
 
 
