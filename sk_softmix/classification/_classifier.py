@@ -271,9 +271,6 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         With ``n_neighbors_``: the largest share of a kept head's softmax
         mass that the restriction left out on a tuning query, a bound (each
         vote entry is within twice it of the exact head's); 0 otherwise.
-    token_index_ : NearestNeighbors or None
-        The neighbour index over ``prompt_X_`` that prediction searches
-        (with ``n_neighbors_`` and kernel heads kept), else ``None``.
     prompt_weights_ : ndarray of shape (L,)
         Each prompt token's weight (kernel heads): the summed
         ``sample_weight`` times ``class_weight`` of its rows. A token's score
@@ -932,9 +929,6 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self._set_fitted(heads, classes, X, labels, prompt_indices, device, weights, rows)
         self.n_neighbors_ = n_neighbors
         self.neighbour_mass_left_out_ = left_out
-        self.token_index_ = None
-        if kept and n_neighbors is not None:
-            self.token_index_ = token_index(self.prompt_X_.astype(np.float64))
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}
@@ -971,7 +965,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             # heads that read out nothing return exactly 0: the linear start
             scores = features @ self.skip_.T.astype(features.dtype) + self.intercept_
             return scores.astype(X.dtype, copy=False)
-        if getattr(self, "token_index_", None) is not None:
+        if getattr(self, "n_neighbors_", None) is not None:
             return self._neighbour_scores(features).astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         n_classes = len(self.classes_)
@@ -1011,14 +1005,19 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
 
     def _neighbour_scores(self, features):
         """The linear start's score plus the kernel heads' votes over each query's
-        ``n_neighbors_`` nearest tokens (``_neighbours``), in float64."""
+        ``n_neighbors_`` nearest tokens (``_neighbours``), in float64.
+
+        The neighbour index is built here, from ``prompt_X_``, so that the
+        fitted state stays NumPy (a tree over 240,000 tokens in 8 features
+        builds in about 0.6 s, a hundredth of searching it for 60,000 queries).
+        """
         n_classes = len(self.classes_)
         bandwidths = 1.0 / np.sqrt(self.U11_[:, 0, 0])  # U11 = I / h^2
         readouts = self.v22_ if n_classes == 2 else self.v22_[:, 0, 0]
         blocks = np.asarray(label_blocks(self.prompt_y_, n_classes), dtype=np.float64)
         features = np.asarray(features, dtype=np.float64)
         votes = neighbour_head_votes(
-            self.token_index_,
+            token_index(self.prompt_X_.astype(np.float64)),
             features,
             blocks,
             self.prompt_weights_,

@@ -106,7 +106,7 @@ def test_the_classifier_on_neighbours_is_within_its_share_of_the_exact_heads():
     queries = rng.normal(size=(300, 2)) * 2.5
     restricted = model.decision_function(queries)
     features = (queries - model.feature_mean_) / model.feature_scale_
-    distances, indices = nearest_tokens(model.token_index_, features, 30)
+    distances, indices = nearest_tokens(token_index(model.prompt_X_), features, 30)
     allowed = np.zeros(len(queries))
     for U11, readout in zip(model.U11_, model.v22_, strict=True):
         h = 1 / np.sqrt(U11[0, 0])
@@ -114,7 +114,7 @@ def test_the_classifier_on_neighbours_is_within_its_share_of_the_exact_heads():
             model.prompt_X_, features, distances, indices, model.prompt_weights_, h
         )
         allowed += 2 * abs(readout) * share
-    model.token_index_ = None  # the exact heads
+    model.n_neighbors_ = None  # the exact heads, same parameters
     exact = model.decision_function(queries)
     assert np.all(np.abs(restricted - exact) <= allowed + 1e-9)
     assert np.any(np.abs(restricted - exact) > 1e-6)  # the restriction did something
@@ -131,7 +131,7 @@ def test_neighbour_heads_are_tuned_on_the_restricted_vote():
     exact = SoftmaxAttentionClassifier(n_neighbors=None, random_state=0).fit(X, y)
     assert restricted.init_ == exact.init_ == "kernel"
     assert restricted.n_neighbors_ == 30 and exact.n_neighbors_ is None
-    assert exact.token_index_ is None and exact.neighbour_mass_left_out_ == 0.0
+    assert exact.neighbour_mass_left_out_ == 0.0
     X_test = rng.choice([-2.0, 2.0], size=(1000, 2))
     y_test = (X_test[:, 0] * X_test[:, 1] > 0).astype(int)
     X_test = X_test + rng.normal(size=(1000, 2)) * 0.7
@@ -162,8 +162,24 @@ def test_the_large_data_path_on_small_data(monkeypatch):
     y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
     model = SoftmaxAttentionClassifier(random_state=0).fit(X[:1500], y[:1500])
     assert model.n_neighbors_ == AUTO_NEIGHBOURS and model.init_ == "kernel"
-    assert model.token_index_ is not None
     exact = SoftmaxAttentionClassifier(n_neighbors=None, random_state=0).fit(X[:1500], y[:1500])
     # two models of the same vote on 1,000 test points: within 0.03 (two
     # standard errors of the difference of accuracies near 0.9)
     assert abs(model.score(X[1500:], y[1500:]) - exact.score(X[1500:], y[1500:])) < 0.03
+
+
+def test_a_neighbour_model_saves_as_numpy():
+    # the neighbour index is rebuilt at prediction: skops finds no type to
+    # review but the estimator's own, and the loaded model predicts the same
+    sio = pytest.importorskip("skops.io")
+    rng = np.random.default_rng(5)
+    corners = rng.choice([-2.0, 2.0], size=(600, 2))
+    X = corners + rng.normal(size=(600, 2)) * 0.7
+    y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
+    model = SoftmaxAttentionClassifier(n_neighbors=30, random_state=0).fit(X, y)
+    assert model.init_ == "kernel"
+    data = sio.dumps(model)
+    untrusted = sio.get_untrusted_types(data=data)
+    assert untrusted == ["sk_softmix.classification._classifier.SoftmaxAttentionClassifier"]
+    loaded = sio.loads(data, trusted=untrusted)
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
