@@ -31,6 +31,12 @@ def _prompt(rng, n=400, d=3, n_classes=3):
     return X, labels, weights
 
 
+def _xor(rng, n):
+    """Four clusters at the corners (+-2, +-2), the class the sign of x1 x2."""
+    corners = rng.choice([-2.0, 2.0], size=(n, 2))
+    return corners + rng.normal(size=(n, 2)) * 0.7, (corners[:, 0] * corners[:, 1] > 0).astype(int)
+
+
 def _exact(X, labels, weights, queries, n_classes, bandwidth, exclude=None):
     prompt = classifier_tokens(torch.as_tensor(X), torch.as_tensor(labels), n_classes)
     exclude = None if exclude is None else torch.as_tensor(exclude)
@@ -97,9 +103,7 @@ def test_the_classifier_on_neighbours_is_within_its_share_of_the_exact_heads():
     # whole prompt (the exact path, same parameters) differ by at most twice
     # each head's read-out times the share of its mass left out
     rng = np.random.default_rng(3)
-    corners = rng.choice([-2.0, 2.0], size=(1500, 2))
-    X = corners + rng.normal(size=(1500, 2)) * 0.7
-    y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
+    X, y = _xor(rng, 1500)
     model = SoftmaxAttentionClassifier(n_neighbors=30, random_state=0).fit(X, y)
     assert model.init_ == "kernel" and model.n_neighbors_ == 30
     assert 0 <= model.neighbour_mass_left_out_ <= 1
@@ -124,17 +128,13 @@ def test_neighbour_heads_are_tuned_on_the_restricted_vote():
     # the restricted fit's leave-one-out log-loss beats the linear start on
     # clusters no linear score separates, as the exact fit's does
     rng = np.random.default_rng(3)
-    corners = rng.choice([-2.0, 2.0], size=(1500, 2))
-    X = corners + rng.normal(size=(1500, 2)) * 0.7
-    y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
+    X, y = _xor(rng, 1500)
     restricted = SoftmaxAttentionClassifier(n_neighbors=30, random_state=0).fit(X, y)
     exact = SoftmaxAttentionClassifier(n_neighbors=None, random_state=0).fit(X, y)
     assert restricted.init_ == exact.init_ == "kernel"
     assert restricted.n_neighbors_ == 30 and exact.n_neighbors_ is None
     assert exact.neighbour_mass_left_out_ == 0.0
-    X_test = rng.choice([-2.0, 2.0], size=(1000, 2))
-    y_test = (X_test[:, 0] * X_test[:, 1] > 0).astype(int)
-    X_test = X_test + rng.normal(size=(1000, 2)) * 0.7
+    X_test, y_test = _xor(rng, 1000)
     # the same data, two models of the vote: within two standard errors (0.014)
     assert abs(restricted.score(X_test, y_test) - exact.score(X_test, y_test)) < 0.03
 
@@ -157,9 +157,7 @@ def test_the_large_data_path_on_small_data(monkeypatch):
     monkeypatch.setattr(_neighbours, "EXACT_MAX_TOKENS", 500)
     monkeypatch.setattr(_classifier, "MAX_SELECTION_TOKENS", 400)
     rng = np.random.default_rng(4)
-    corners = rng.choice([-2.0, 2.0], size=(2500, 2))
-    X = corners + rng.normal(size=(2500, 2)) * 0.7
-    y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
+    X, y = _xor(rng, 2500)
     model = SoftmaxAttentionClassifier(random_state=0).fit(X[:1500], y[:1500])
     assert model.n_neighbors_ == AUTO_NEIGHBOURS and model.init_ == "kernel"
     exact = SoftmaxAttentionClassifier(n_neighbors=None, random_state=0).fit(X[:1500], y[:1500])
@@ -173,9 +171,7 @@ def test_a_neighbour_model_saves_as_numpy():
     # review but the estimator's own, and the loaded model predicts the same
     sio = pytest.importorskip("skops.io")
     rng = np.random.default_rng(5)
-    corners = rng.choice([-2.0, 2.0], size=(600, 2))
-    X = corners + rng.normal(size=(600, 2)) * 0.7
-    y = (corners[:, 0] * corners[:, 1] > 0).astype(int)
+    X, y = _xor(rng, 600)
     model = SoftmaxAttentionClassifier(n_neighbors=30, random_state=0).fit(X, y)
     assert model.init_ == "kernel"
     data = sio.dumps(model)
