@@ -25,6 +25,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import importlib.util  # noqa: E402
 import sys  # noqa: E402
+import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine  # noqa: E402
@@ -162,6 +163,11 @@ def estimators():
         "HistGradientBoosting": HistGradientBoostingClassifier(random_state=0),
     }
 
+
+# scikit-learn 1.9 deprecates SVC(probability=True) for CalibratedClassifierCV(SVC(),
+# ensemble=False), whose one-vs-rest sigmoids gave digits a log-loss of 0.308
+# against pairwise coupling's 0.111: the reference at its best is the deprecated one
+warnings.filterwarnings("ignore", "The `probability` parameter", FutureWarning)
 
 # issue 39: accuracy against the best of these, log-loss against the best of all
 ACCURACY_REFERENCES = (
