@@ -710,7 +710,6 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )
         kernel = self._kernel_heads()
         weights = row_weights(y, classes, sample_weight, self.class_weight, X)
-        rows = np.arange(len(X))
         if kernel:
             rows, weights = distinct_tokens(X, labels, weights)
             if len(rows) == len(X) and equal_weights(weights):
@@ -909,8 +908,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 n_neighbors,
                 selection,
             )
-            heads, kernel_losses, linear_losses = fitted.heads, *fitted[1:3]
-            tuning_weights = fitted.tuning_weights
+            heads, tuning_weights = fitted.heads, fitted.tuning_weights
+            kernel_losses, linear_losses = fitted.kernel_losses, fitted.linear_losses
             kept = self.early_stopping is False or heads_beat_linear(
                 kernel_losses, linear_losses, tuning_weights
             )

@@ -160,9 +160,9 @@ def fit_kernel_heads(
         votes, scale = _exact_votes(
             X, labels, n_classes, prompt_indices, rows, positions, weights, device
         )
-        left_out, tighter_left_out = None, None
+        measured_left_out = None
     else:
-        votes, left_out, scale, tighter_left_out = _neighbour_votes(
+        votes, scale, measured_left_out = _neighbour_votes(
             X, labels, n_classes, prompt_indices, rows, positions, weights, n_neighbors
         )
     bandwidths = scale * BANDWIDTH_FACTORS
@@ -185,8 +185,8 @@ def fit_kernel_heads(
         _, k, beta = best
         chosen_bandwidths.append(bandwidths[k])
         chosen_readouts.append(beta)
-        if beta > 0 and tighter_left_out is not None:
-            chosen_left_out.append(float(tighter_left_out(k).max()))
+        if beta > 0 and measured_left_out is not None:
+            chosen_left_out.append(float(measured_left_out(k).max()))
         base = base + beta * votes[k]
     heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
     return KernelFit(
@@ -233,7 +233,8 @@ def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights,
 
 def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, k):
     """Leave-one-out votes of the tuning rows over their ``k`` nearest prompt
-    tokens (float64), the share of mass each leaves out, and the bandwidth scale."""
+    tokens (float64), the bandwidth scale, and a function measuring the share
+    of mass they leave out at a bandwidth."""
     prompt_X = np.asarray(X[prompt_indices], dtype=np.float64)
     token_weights = np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
     exclude = positions[rows]
@@ -242,17 +243,14 @@ def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weig
     positive = np.where(distances > 0, distances, np.inf).min(axis=1)
     positive = positive[np.isfinite(positive)]
     scale = float(np.median(positive)) if len(positive) else 1.0
-    own_weight = np.where(exclude >= 0, token_weights[exclude], 0.0)
     blocks = np.asarray(label_blocks(labels[prompt_indices], n_classes), dtype=np.float64)
-    votes, left_out = [], []
-    for h in scale * BANDWIDTH_FACTORS:
-        vote, share = truncated_votes(
-            distances, indices, blocks, np.log(token_weights), h, token_weights.sum() - own_weight
-        )
-        votes.append(vote)
-        left_out.append(share)
+    log_weights = np.log(token_weights)
+    votes = [
+        truncated_votes(distances, indices, blocks, log_weights, h)
+        for h in scale * BANDWIDTH_FACTORS
+    ]
 
-    def tighter_left_out(k):
+    def measured_left_out(k):
         """The share left out at bandwidth ``k``, measured over the whole prompt
         (only for the bandwidths kept: each costs an exact pass)."""
         h = scale * BANDWIDTH_FACTORS[k]
@@ -262,7 +260,7 @@ def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weig
             prompt_X, X[rows][some], distances[some], indices[some], token_weights, h, exclude[some]
         )
 
-    return votes, left_out, scale, tighter_left_out
+    return votes, scale, measured_left_out
 
 
 def heads_beat_linear(kernel_losses, linear_losses, weights=None) -> bool:

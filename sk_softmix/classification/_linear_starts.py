@@ -66,23 +66,19 @@ def linear_skip(
     # power of two rounds nothing, and float32 data near 1e20 stays finite
     scale = 2.0 ** np.round(np.log2(rms_scale(X)))
     unweighted = equal_weights(weights)
-    if name in ("lda", "shrinkage_lda") and not unweighted:
-        coef, intercept = weighted_lda(
-            np.asarray(X, dtype=np.float64) / scale, labels, weights, n_classes, name != "lda"
-        )
-        return coef / scale, intercept
-    if name == "lda":
+    if name == "lda" and unweighted:
         try:
             return lda_skip(X, labels)
         except (ValueError, IndexError, np.linalg.LinAlgError):
             # scikit-learn's SVD solver fails where no class has any spread
-            # (IndexError) or a class has one sample; the weighted form
+            # (IndexError) or a class has one sample; the weighted form below
             # pseudo-inverts whatever covariance there is, even none
-            coef, intercept = weighted_lda(
-                np.asarray(X, dtype=np.float64) / scale, labels, np.ones(len(X)), n_classes
-            )
-            return coef / scale, intercept
+            pass
     X = np.asarray(X, dtype=np.float64) / scale
+    if name == "lda" or (name == "shrinkage_lda" and not unweighted):
+        weights = np.ones(len(X)) if unweighted else weights
+        coef, intercept = weighted_lda(X, labels, weights, n_classes, name != "lda")
+        return coef / scale, intercept
     if name == "shrinkage_lda":
         model = LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto").fit(X, labels)
     elif name == "logistic":

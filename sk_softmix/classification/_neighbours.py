@@ -13,9 +13,10 @@ at least as far as it, so the weight left out is at most ``(W - W_k)
 exp(-d_k^2 / (2 h^2))``, with ``W`` the prompt's total weight and ``W_k``
 that of the ``k`` tokens kept. Its share ``eps`` of the softmax's mass
 bounds the change of the vote: each vote entry moves by at most ``2 eps``.
-That bound puts every token left out at the ``k``-th distance, loose where
-the kernel spans more than ``k`` tokens; on the queries the heads are tuned
-on, :func:`left_out_exactly` measures the share instead.
+That bound (:func:`left_out_bound`) puts every token left out at the
+``k``-th distance, loose where the kernel spans more than ``k`` tokens; on
+the queries the heads are tuned on, :func:`left_out_exactly` measures the
+share instead, and that is what the classifier reports.
 The restricted head is a model of its own (a Gaussian-weighted vote of the
 ``k`` nearest neighbours), tuned by leave-one-out and used for prediction
 alike, so it stays calibrated where ``eps`` is not small (the widest
@@ -77,40 +78,35 @@ def token_index(prompt_X) -> NearestNeighbors:
     return NearestNeighbors(algorithm="auto").fit(prompt_X)
 
 
-def truncated_votes(distances, indices, label_blocks, log_weights, bandwidth, total_weight):
-    """Gaussian-kernel votes over each query's listed tokens, and the share left out.
+def truncated_votes(distances, indices, label_blocks, log_weights, bandwidth):
+    """Gaussian-kernel votes (m, width) over each query's listed tokens.
 
-    Parameters
-    ----------
-    distances, indices : ndarray of shape (m, k)
-        Each query's nearest tokens, sorted by distance (:func:`nearest_tokens`).
-    label_blocks : ndarray of shape (L, width)
-        The tokens' label blocks.
-    log_weights : ndarray of shape (L,)
-        ``log w_i`` of each token.
-    bandwidth : float
-    total_weight : ndarray of shape (m,) or float
-        The weight of every token each query may attend to (the prompt's
-        total, less its own token's for leave-one-out).
+    ``sum_i softmax_i(-d_i^2 / (2 h^2) + log w_i) label_i`` over the listed
+    tokens, for ``distances`` and ``indices`` (m, k) of each query's nearest
+    tokens (:func:`nearest_tokens`), the tokens' ``label_blocks`` (L, width)
+    and ``log_weights`` (L,).
+    """
+    logits = -np.square(distances) / (2.0 * bandwidth**2) + log_weights[indices]  # (m, k)
+    probabilities = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+    return np.einsum("mk,mkc->mc", probabilities, label_blocks[indices])
 
-    Returns
-    -------
-    votes : ndarray of shape (m, width)
-        ``sum_i softmax_i(-d_i^2 / (2 h^2) + log w_i) label_i`` over the listed tokens.
-    left_out : ndarray of shape (m,)
-        A bound on the share of the full softmax's mass that the listed
-        tokens miss (each vote entry is within twice it of the exact one).
+
+def left_out_bound(distances, indices, log_weights, bandwidth, total_weight):
+    """A bound (m,) on the share of each query's full softmax mass its listed tokens miss.
+
+    Every token not listed lies at least as far as the ``k``-th, so their
+    mass is at most ``(W - W_k) exp(-d_k^2 / (2 h^2))``; ``total_weight``
+    (m,) or float is ``W``, the weight of every token each query may attend
+    to (less its own token's for leave-one-out). Each vote entry of
+    :func:`truncated_votes` is within twice the share of the exact head's.
     """
     logits = -np.square(distances) / (2.0 * bandwidth**2) + log_weights[indices]  # (m, k)
     log_kept = logsumexp(logits, axis=1)
-    probabilities = np.exp(logits - log_kept[:, None])
-    votes = np.einsum("mk,mkc->mc", probabilities, label_blocks[indices])
     kept_weight = np.exp(log_weights[indices]).sum(axis=1)
     omitted = np.maximum(np.asarray(total_weight) - kept_weight, 0.0)
     with np.errstate(divide="ignore"):
         log_omitted = np.log(omitted) - np.square(distances[:, -1]) / (2.0 * bandwidth**2)
-    left_out = np.exp(log_omitted - np.logaddexp(log_omitted, log_kept))
-    return votes, left_out
+    return np.exp(log_omitted - np.logaddexp(log_omitted, log_kept))
 
 
 def neighbour_head_votes(index, queries, label_blocks, token_weights, bandwidths, readouts, k):
@@ -122,16 +118,13 @@ def neighbour_head_votes(index, queries, label_blocks, token_weights, bandwidths
     0 are skipped.
     """
     log_weights = np.log(token_weights)
-    total = token_weights.sum()
     votes = np.zeros((len(queries), label_blocks.shape[1]))
     for start in range(0, len(queries), QUERY_CHUNK):
         chunk = slice(start, start + QUERY_CHUNK)
         distances, indices = nearest_tokens(index, queries[chunk], k)
         for bandwidth, readout in zip(bandwidths, readouts, strict=True):
             if readout != 0:
-                vote, _ = truncated_votes(
-                    distances, indices, label_blocks, log_weights, bandwidth, total
-                )
+                vote = truncated_votes(distances, indices, label_blocks, log_weights, bandwidth)
                 votes[chunk] += readout * vote
     return votes
 

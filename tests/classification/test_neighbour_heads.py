@@ -15,6 +15,7 @@ from sk_softmix.classification._kernel_head import kernel_votes
 from sk_softmix.classification._neighbours import (
     AUTO_NEIGHBOURS,
     EXACT_MAX_TOKENS,
+    left_out_bound,
     left_out_exactly,
     nearest_tokens,
     resolve_n_neighbors,
@@ -58,12 +59,10 @@ def test_every_token_listed_is_the_exact_vote(n_classes):
     queries = rng.normal(size=(50, 3))
     distances, indices = nearest_tokens(token_index(X), queries, len(X))
     blocks = np.asarray(label_blocks(labels, n_classes), dtype=np.float64)
-    votes, left_out = truncated_votes(
-        distances, indices, blocks, np.log(weights), 0.7, weights.sum()
-    )
+    votes = truncated_votes(distances, indices, blocks, np.log(weights), 0.7)
     exact = _exact(X, labels, weights, queries, n_classes, 0.7)
     np.testing.assert_allclose(votes, exact, rtol=0, atol=1e-12)
-    assert np.all(left_out == 0)
+    assert np.all(left_out_bound(distances, indices, np.log(weights), 0.7, weights.sum()) == 0)
 
 
 @pytest.mark.parametrize("bandwidth", [0.1, 0.5, 1.5])
@@ -75,8 +74,9 @@ def test_the_restricted_vote_is_within_twice_its_bound(bandwidth):
     distances, indices = nearest_tokens(token_index(X), X, 20, exclude=own)
     assert not np.any(indices == own[:, None])
     blocks = np.asarray(label_blocks(labels, 3), dtype=np.float64)
-    votes, left_out = truncated_votes(
-        distances, indices, blocks, np.log(weights), bandwidth, weights.sum() - weights
+    votes = truncated_votes(distances, indices, blocks, np.log(weights), bandwidth)
+    left_out = left_out_bound(
+        distances, indices, np.log(weights), bandwidth, weights.sum() - weights
     )
     exact = _exact(X, labels, weights, X, 3, bandwidth, exclude=own)
     error = np.abs(votes - exact).max(axis=1)
