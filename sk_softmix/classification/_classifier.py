@@ -50,6 +50,9 @@ from ._tokens import (
     MAX_SELECTION_TOKENS,
     check_class_counts,
     distinct_tokens,
+    effective_size,
+    left_in_shares,
+    repeats_are_observations,
     equal_weights,
     row_weights,
     selection_rows,
@@ -548,7 +551,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights of the training pairs, as multiplicities:
             ``sample_weight=k`` on a row fits the model ``k`` copies of it
-            fit. A token's weight enters its score as ``log w_i`` (so the
+            fit (for discrete features, whose repeated rows are taken as
+            observations, approximately: see the user guide). A token's weight enters its score as ``log w_i`` (so the
             vote weighs it ``w_i`` times), and the linear start's choice,
             the heads' bandwidths and read-outs and the comparison with the
             linear start use weighted log-losses. Rows of weight 0 are left
@@ -710,11 +714,15 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )
         kernel = self._kernel_heads()
         weights = row_weights(y, classes, sample_weight, self.class_weight, X)
+        left_in = None
         if kernel:
-            rows, weights = distinct_tokens(X, labels, weights)
+            rows, weights, counts = distinct_tokens(X, labels, weights, return_counts=True)
             if len(rows) == len(X) and equal_weights(weights):
                 weights = None  # no repeated row, no weight: the plain fit, exactly
             X, labels = X[rows], labels[rows]
+            if counts.max() == 1 or not repeats_are_observations(X):
+                counts = None  # no repeated row, or copies: Kish's count of the weights
+            left_in = None if counts is None else left_in_shares(counts)
         elif not equal_weights(weights):
             raise ValueError(
                 "sample_weight and class_weight weigh the tokens of kernel heads; the "
@@ -749,7 +757,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         random_state = check_random_state(self.random_state)
         n_classes = len(classes)
         if kernel:
-            self._fit_kernel_heads(X, labels, classes, random_state, device, weights, rows)
+            self._fit_kernel_heads(
+                X, labels, classes, random_state, device, weights, rows, left_in, counts
+            )
             return
         # Trained heads fall back on the untrained linear start (LDA) when it
         # validates better: by choice with init="auto" or "lda", with a
@@ -853,12 +863,25 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )
         return True
 
-    def _fit_kernel_heads(self, X, labels, classes, random_state, device, weights, rows):
+    def _fit_kernel_heads(
+        self, X, labels, classes, random_state, device, weights, rows, left_in=None, counts=None
+    ):
         """The linear start, then kernel heads on top where they beat it (see Notes).
 
         ``X`` and ``labels`` are the distinct tokens, ``weights`` theirs
-        (``None``: equal), ``rows`` the training rows that hold them.
+        (``None``: equal), ``rows`` the training rows that hold them,
+        ``left_in`` the share of its token a leave-one-out query keeps
+        (``_tokens.left_in_shares``), ``counts`` the rows each token holds
+        (``None``: one each).
         """
+
+        def n_effective(chosen):
+            """Observations the chosen tokens stand for (``None``: Kish's count)."""
+            if counts is None:
+                return None
+            chosen_weights = np.ones(len(X))[chosen] if weights is None else weights[chosen]
+            return effective_size(chosen_weights, counts[chosen], counts.min())
+
         n_classes = len(classes)
         prompt_indices = self._prompt(labels, n_classes, random_state)
         seed = random_state.randint(2**31 - 1)
@@ -881,7 +904,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         linear, selection_scores = "lda", None
         if self.init == "auto" and not single:
             linear, selection_scores, _ = best_linear_start(
-                X[chosen], labels[chosen], seed, chosen_weights
+                X[chosen], labels[chosen], seed, chosen_weights, n_effective(chosen)
             )
         skip, intercept = linear_skip(linear, X, labels, weights)
         # heads that read out exactly 0 unless the grid search keeps them
@@ -907,11 +930,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 weights,
                 n_neighbors,
                 selection,
+                left_in,
             )
             heads, tuning_weights = fitted.heads, fitted.tuning_weights
             kernel_losses, linear_losses = fitted.kernel_losses, fitted.linear_losses
             kept = self.early_stopping is False or heads_beat_linear(
-                kernel_losses, linear_losses, tuning_weights
+                kernel_losses, linear_losses, tuning_weights, n_effective(fitted.tuning_rows)
             )
             if self.verbose:
                 linear_loss = np.average(linear_losses, weights=tuning_weights)

@@ -37,6 +37,7 @@ from ._neighbours import (
     nearest_tokens,
     token_index,
     truncated_votes,
+    with_own_copies,
 )
 
 # Bandwidths tried, as multiples of the median leave-one-out distance of a
@@ -107,6 +108,7 @@ def fit_kernel_heads(
     weights=None,
     n_neighbors=None,
     candidate_rows=None,
+    left_in=None,
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -139,6 +141,10 @@ def fit_kernel_heads(
     candidate_rows : ndarray, default=None
         The rows whose ``linear_scores`` are out-of-fold, among which the
         tuning queries are drawn (``None``: every row).
+    left_in : ndarray of shape (n,), default=None
+        The share of its own token's weight each training query keeps in
+        the prompt (``_tokens.left_in_shares``: a token of repeated rows
+        leaves out one row's share); ``None``: it leaves out the whole token.
 
     Returns
     -------
@@ -148,7 +154,8 @@ def fit_kernel_heads(
         the linear score with and without the heads on the tuning queries;
         ``tuning_weights``, their weights (or ``None``); ``left_out``, the
         largest share of softmax mass a kept head's neighbour restriction
-        left out on a tuning query (0 for the exact heads).
+        left out on a tuning query (0 for the exact heads); ``tuning_rows``,
+        the rows of the tuning queries.
     """
     n = len(X)
     rows = np.arange(n) if candidate_rows is None else np.asarray(candidate_rows)
@@ -156,15 +163,20 @@ def fit_kernel_heads(
         rows = np.sort(random_state.choice(rows, MAX_TUNING_QUERIES, replace=False))
     positions = prompt_positions(prompt_indices, n)
     tuning_weights = None if weights is None else weights[rows]
+    own_log_weights = _own_log_weights(rows, positions, weights, left_in)
     if n_neighbors is None:
         votes, scale = _exact_votes(
             X, labels, n_classes, prompt_indices, rows, positions, weights, device
         )
+        if own_log_weights is not None:
+            _put_back_own_copies(votes, X, labels, n_classes, prompt_indices, rows, positions,
+                                 weights, own_log_weights, scale * BANDWIDTH_FACTORS)  # fmt: skip
         measured_left_out = None
     else:
         votes, scale, measured_left_out = _neighbour_votes(
-            X, labels, n_classes, prompt_indices, rows, positions, weights, n_neighbors
-        )
+            X, labels, n_classes, prompt_indices, rows, positions, weights, n_neighbors,
+            own_log_weights,
+        )  # fmt: skip
     bandwidths = scale * BANDWIDTH_FACTORS
     tuning_labels = labels[rows]
     base = linear_scores[rows].astype(np.float64)
@@ -195,6 +207,7 @@ def fit_kernel_heads(
         linear_losses,
         tuning_weights,
         max(chosen_left_out),
+        rows,
     )
 
 
@@ -206,6 +219,7 @@ class KernelFit(NamedTuple):
     linear_losses: np.ndarray
     tuning_weights: np.ndarray | None
     left_out: float
+    tuning_rows: np.ndarray
 
 
 def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, device):
@@ -231,10 +245,59 @@ def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights,
     return votes, scale
 
 
-def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, k):
+def _own_log_weights(rows, positions, weights, left_in):
+    """The log-weight (len(rows),) at which each tuning query's own token stays in
+    the prompt (``-inf``: left out whole), or ``None`` where every one is."""
+    if left_in is None:
+        return None
+    own = positions[rows]
+    kept = left_in[rows] * (1.0 if weights is None else weights[rows])
+    kept = np.where(own >= 0, kept, 0.0)
+    if not np.any(kept > 0):
+        return None
+    with np.errstate(divide="ignore"):
+        return np.log(kept)
+
+
+def _put_back_own_copies(
+    votes, X, labels, n_classes, prompt_indices, rows, positions, weights, own_log_weights,
+    bandwidths,
+):  # fmt: skip
+    """Recompute, in float64 over the whole prompt, the votes of the tuning queries
+    that keep part of their own token (at distance 0, log-weight
+    ``own_log_weights``); ``votes`` (one (len(rows), width) per bandwidth) in place."""
+    again = np.flatnonzero(np.isfinite(own_log_weights))
+    tokens = torch.as_tensor(np.asarray(X[prompt_indices], dtype=np.float64))
+    blocks = torch.as_tensor(np.asarray(label_blocks(labels[prompt_indices], n_classes)),
+                             dtype=torch.float64)  # fmt: skip
+    log_weights = torch.zeros(len(prompt_indices), dtype=torch.float64)
+    if weights is not None:
+        log_weights = torch.as_tensor(np.log(weights[prompt_indices]))
+    # blocks of queries whose distances to every token fit in about 64 MiB
+    step = max(1, 2**23 // max(len(tokens), 1))
+    for start in range(0, len(again), step):
+        chosen = again[start : start + step]
+        queries = torch.as_tensor(np.asarray(X[rows[chosen]], dtype=np.float64))
+        squared = torch.cdist(queries, tokens).square_()
+        own = torch.as_tensor(positions[rows[chosen]])
+        squared[torch.arange(len(chosen)), own] = 0.0  # the copy is the query itself
+        token_log_weights = log_weights.expand(len(chosen), -1).clone()
+        token_log_weights[torch.arange(len(chosen)), own] = torch.as_tensor(
+            own_log_weights[chosen]
+        )
+        for vote, h in zip(votes, bandwidths, strict=True):
+            logits = squared * (-0.5 / h**2) + token_log_weights
+            vote[chosen] = (torch.softmax(logits, dim=1) @ blocks).numpy()
+
+
+def _neighbour_votes(
+    X, labels, n_classes, prompt_indices, rows, positions, weights, k, own_log_weights=None
+):
     """Leave-one-out votes of the tuning rows over their ``k`` nearest prompt
     tokens (float64), the bandwidth scale, and a function measuring the share
-    of mass they leave out at a bandwidth."""
+    of mass they leave out at a bandwidth. Queries with a finite
+    ``own_log_weights`` keep their own token at that weight
+    (:func:`~._neighbours.with_own_copies`)."""
     prompt_X = np.asarray(X[prompt_indices], dtype=np.float64)
     token_weights = np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
     exclude = positions[rows]
@@ -242,17 +305,25 @@ def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weig
     # the median distance to the nearest token that is not the query itself
     positive = np.where(distances > 0, distances, np.inf).min(axis=1)
     positive = positive[np.isfinite(positive)]
-    scale = float(np.median(positive)) if len(positive) else 1.0
+    # the lower median, as the exact path's torch.median
+    scale = float(np.sort(positive)[(len(positive) - 1) // 2]) if len(positive) else 1.0
     blocks = np.asarray(label_blocks(labels[prompt_indices], n_classes), dtype=np.float64)
     log_weights = np.log(token_weights)
+    listed, listed_indices, entry_log_weights = distances, indices, log_weights
+    if own_log_weights is not None:
+        listed, listed_indices, entry_log_weights = with_own_copies(
+            distances, indices, log_weights, exclude, own_log_weights
+        )
     votes = [
-        truncated_votes(distances, indices, blocks, log_weights, h)
+        truncated_votes(listed, listed_indices, blocks, entry_log_weights, h)
         for h in scale * BANDWIDTH_FACTORS
     ]
 
     def measured_left_out(k):
         """The share left out at bandwidth ``k``, measured over the whole prompt
-        (only for the bandwidths kept: each costs an exact pass)."""
+        (only for the bandwidths kept: each costs an exact pass); without a
+        query's own copy, whose mass would count as kept: a bound where it
+        keeps one."""
         h = scale * BANDWIDTH_FACTORS[k]
         # tuning queries spread over the (sorted) rows
         some = np.unique(np.linspace(0, len(rows) - 1, MAX_SHARE_QUERIES).astype(int))
@@ -263,13 +334,15 @@ def _neighbour_votes(X, labels, n_classes, prompt_indices, rows, positions, weig
     return votes, scale, measured_left_out
 
 
-def heads_beat_linear(kernel_losses, linear_losses, weights=None) -> bool:
+def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=None) -> bool:
     """Whether the kernel heads' held-out log-loss beats the linear start's by
     ``N_STANDARD_ERRORS`` standard errors of the per-sample difference
-    (weighted by ``weights``, the samples' weights, where given)."""
+    (weighted by ``weights``, the samples' weights, where given, on
+    ``n_effective`` samples where given)."""
     return significantly_lower(
         torch.as_tensor(kernel_losses),
         torch.as_tensor(linear_losses),
         N_STANDARD_ERRORS,
         None if weights is None else torch.as_tensor(weights),
+        n_effective,
     )

@@ -149,7 +149,11 @@ def prior_score(labels, n_classes, weights, n_features):
 
 
 def best_linear_start(
-    X: np.ndarray, labels: np.ndarray, random_state: int, weights: np.ndarray | None = None
+    X: np.ndarray,
+    labels: np.ndarray,
+    random_state: int,
+    weights: np.ndarray | None = None,
+    n_effective: float | None = None,
 ) -> tuple[str, np.ndarray, np.ndarray]:
     """The linear start: LDA unless another start's cross-validated log-loss
     is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``.
@@ -158,7 +162,8 @@ def best_linear_start(
     the data cannot tell the starts apart: on wine (178 samples), picking the
     lowest cross-validated loss chose a regularised start in 2 folds of 5 and
     cost 1.1 points of accuracy and 70% more log-loss than LDA. With
-    ``weights`` the losses are weighted means and the test a weighted one.
+    ``weights`` the losses are weighted means and the test a weighted one,
+    on ``n_effective`` samples where given (``_tokens.effective_size``).
 
     Returns its name, its out-of-fold scores (n, width) and their per-sample
     losses (n,).
@@ -179,6 +184,7 @@ def best_linear_start(
                 torch.as_tensor(lda),
                 N_STANDARD_ERRORS,
                 None if weights is None else torch.as_tensor(weights),
+                n_effective,
             )
         ):
             best = challenger

@@ -84,11 +84,31 @@ def truncated_votes(distances, indices, label_blocks, log_weights, bandwidth):
     ``sum_i softmax_i(-d_i^2 / (2 h^2) + log w_i) label_i`` over the listed
     tokens, for ``distances`` and ``indices`` (m, k) of each query's nearest
     tokens (:func:`nearest_tokens`), the tokens' ``label_blocks`` (L, width)
-    and ``log_weights`` (L,).
+    and ``log_weights``: (L,) per token, or (m, k) per listed entry (where a
+    query keeps part of its own token, :func:`with_own_copies`).
     """
-    logits = -np.square(distances) / (2.0 * bandwidth**2) + log_weights[indices]  # (m, k)
+    if log_weights.shape != distances.shape:
+        log_weights = log_weights[indices]
+    logits = -np.square(distances) / (2.0 * bandwidth**2) + log_weights  # (m, k)
     probabilities = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
     return np.einsum("mk,mkc->mc", probabilities, label_blocks[indices])
+
+
+def with_own_copies(distances, indices, log_weights, own, own_log_weights):
+    """Each query's listed tokens and its own token, put back at part of its weight.
+
+    For leave-one-out over merged tokens (``_tokens.left_in_shares``): the
+    query's own token ``own`` (m,) (-1: none), left out of the lists by
+    :func:`nearest_tokens`, re-enters first, at distance 0 with log-weight
+    ``own_log_weights`` (m,) (``-inf``: it stays out). Returns distances,
+    indices and per-entry log-weights (m, k + 1) for :func:`truncated_votes`.
+    """
+    back = (own >= 0) & np.isfinite(own_log_weights)
+    distances = np.column_stack([np.zeros(len(own)), distances])
+    indices = np.column_stack([np.where(back, own, indices[:, 0]), indices])
+    entry_log_weights = log_weights[indices]
+    entry_log_weights[:, 0] = np.where(back, own_log_weights, -np.inf)
+    return distances, indices, entry_log_weights
 
 
 def left_out_bound(distances, indices, log_weights, bandwidth, total_weight):

@@ -6,15 +6,22 @@ weighed. So repeated rows become one token whose weight is their summed
 ``sample_weight`` (times their ``class_weight``), and ``sample_weight=k``
 on a row fits the same model as ``k`` copies of it.
 
-Merging matters most for leave-one-out. A training query leaves out its
-own token, and with it every copy of itself: a copy left in the prompt would
-vote for the query's own label at distance 0, so the bandwidth search would
-pick a kernel far too narrow (200 rows given twice raised the held-out
-log-loss from 0.16 to 2.9). Copies of a point are taken as one observation
-of where the classes lie, not independent ones. That costs data whose
-repeated rows are real observations (discrete features): on KEEL's
-hayes-roth, 160 rows of 93 distinct points, accuracy fell from 0.73 (copies
-as separate tokens) to 0.56 (benchmarks/README.md, section 10).
+Merging matters most for leave-one-out, where a training query must not
+see itself. Which rows count as "itself" is the question. Where the
+features are measurements, a repeated row is a copy: left in the prompt it
+would vote for the query's own label at distance 0, and the bandwidth search
+would pick a kernel far too narrow (200 rows given twice raised the held-out
+log-loss from 0.16 to 2.9), so a query leaves out its whole token. Where
+the features are discrete, repeated rows are observations, and a new point
+will often equal a training point (KEEL's hayes-roth: 160 rows of 93
+distinct points; leaving out every copy cost 0.17 of accuracy), so a query
+leaves out ``m`` rows of its token, ``m`` being the smallest number of rows
+any token has (:func:`left_in_shares`): one row where some row is unique,
+the whole copy where every row was given ``m`` times, so that such data
+given twice tunes exactly as given once. What tells the two apart
+(:func:`repeats_are_observations`): measurements have a feature whose value
+alone tells every distinct point apart; discrete features share each value
+among many points.
 """
 
 import numpy as np
@@ -49,7 +56,7 @@ def row_weights(y, classes, sample_weight, class_weight, X) -> np.ndarray | None
     return weights
 
 
-def distinct_tokens(X, labels, weights=None):
+def distinct_tokens(X, labels, weights=None, return_counts=False):
     """Merge identical ``(x, label)`` rows into weighted tokens.
 
     Parameters
@@ -69,6 +76,9 @@ def distinct_tokens(X, labels, weights=None):
         repeats and none weighs 0).
     token_weights : ndarray of shape (L,)
         The summed weights of each token's rows (float64).
+    counts : ndarray of shape (L,)
+        How many rows (of positive weight) each token holds; only with
+        ``return_counts``.
     """
     weights = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
     kept = np.flatnonzero(weights > 0)
@@ -80,7 +90,49 @@ def distinct_tokens(X, labels, weights=None):
     token_of_unique[order] = np.arange(len(order))
     token_of_row = token_of_unique[inverse.ravel()]
     token_weights = np.bincount(token_of_row, weights=weights[kept], minlength=len(first))
+    if return_counts:
+        return kept[first[order]], token_weights, np.bincount(token_of_row, minlength=len(first))
     return kept[first[order]], token_weights
+
+
+def repeats_are_observations(X) -> bool:
+    """Whether repeated rows of ``X`` (its distinct tokens) are observations, not copies.
+
+    True where no feature alone tells the distinct points apart: every
+    feature has fewer distinct values than ``X`` has distinct rows
+    (discrete, categorical or rounded features). A continuous measurement
+    almost never takes the same value twice, so where one feature has a
+    value of its own for every point, points that repeat were copied.
+    """
+    X = np.asarray(X, dtype=np.float64) + 0.0  # -0.0 is 0.0
+    n_points = len(np.unique(X, axis=0))
+    return all(len(np.unique(column)) < n_points for column in X.T)
+
+
+def left_in_shares(counts) -> np.ndarray | None:
+    """The share of its own token's weight that a leave-one-out query keeps in the prompt.
+
+    A query leaves out ``m = min(counts)`` rows of its token, the rest of
+    it stays: ``1 - m / counts`` (0 for a token of ``m`` rows). ``None``
+    where every token is left out whole (no token has more than ``m`` rows).
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    shares = 1.0 - counts.min() / counts
+    return shares if np.any(shares > 0) else None
+
+
+def effective_size(token_weights, counts, unit) -> float:
+    """The number of independent observations tokens stand for, for standard errors.
+
+    Kish's ``(sum w)^2 / sum w^2`` over the rows rather than the tokens
+    (a token of ``c`` rows of equal weight ``w_i / c`` adds ``w_i^2 / c``),
+    in units of ``unit`` rows (the smallest count of the whole prompt), the
+    copies :func:`left_in_shares` takes as one observation: 24 distinct points standing for 1,760 rows
+    count as 1,760; data given twice counts as given once.
+    """
+    token_weights = np.asarray(token_weights, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    return float(token_weights.sum() ** 2 / np.sum(token_weights**2 / counts) / unit)
 
 
 # Tokens on which the linear starts are compared by cross-validation and

@@ -145,6 +145,7 @@ def significantly_lower(
     reference: torch.Tensor,
     n_standard_errors: float,
     weights: torch.Tensor | None = None,
+    n_effective: float | None = None,
 ) -> bool:
     """Whether per-sample ``losses`` beat ``reference`` by ``n_standard_errors``.
 
@@ -158,7 +159,9 @@ def significantly_lower(
     With ``weights`` (the samples' positive weights) the mean and variance
     are weighted, and the standard error counts Kish's effective number of
     samples ``(sum w)^2 / sum w^2``: equal weights give the unweighted test,
-    and multiplying every weight by a constant changes nothing.
+    and multiplying every weight by a constant changes nothing. A sample that
+    stands for several observations (a token of repeated rows) is worth more
+    than Kish's count gives it: ``n_effective`` then replaces it.
     """
     difference = (losses - reference).double()
     if weights is None:
@@ -167,7 +170,8 @@ def significantly_lower(
         standard_error = difference.std() / math.sqrt(difference.numel())
         return bool(difference.mean() + n_standard_errors * standard_error < 0)
     weights = torch.as_tensor(weights, dtype=torch.float64, device=difference.device)
-    n_effective = float(weights.sum() ** 2 / weights.square().sum())
+    if n_effective is None:
+        n_effective = float(weights.sum() ** 2 / weights.square().sum())
     mean = float((weights * difference).sum() / weights.sum())
     if difference.numel() < 2 or n_effective <= 1:
         return bool(n_standard_errors == 0 and mean < 0)
