@@ -41,7 +41,7 @@ from ._heads import (
     label_blocks,
     to_fitted_shapes,
 )
-from ._kernel_head import fit_kernel_heads, heads_beat_linear, kernel_heads
+from ._kernel_head import N_STANDARD_ERRORS, fit_kernel_heads, heads_beat_linear, kernel_heads
 from ._linear_starts import best_linear_start, cross_validated_scores, linear_skip
 from ._neighbours import neighbour_head_votes, resolve_n_neighbors, token_index
 from ._objective import train_heads
@@ -51,9 +51,9 @@ from ._tokens import (
     check_class_counts,
     distinct_tokens,
     effective_size,
+    equal_weights,
     left_in_shares,
     repeats_are_observations,
-    equal_weights,
     row_weights,
     selection_rows,
 )
@@ -274,6 +274,11 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         With ``n_neighbors_``: the largest share of a kept head's softmax
         mass that the restriction left out on a tuning query, a bound (each
         vote entry is within twice it of the exact head's); 0 otherwise.
+    temperature_ : float
+        The read-out temperature (kernel heads): the skip map, intercept and
+        read-outs are its multiples of those fitted, so that the held-out
+        log-loss is lowest; it changes no predicted label. 1 for bilinear
+        heads.
     prompt_weights_ : ndarray of shape (L,)
         Each prompt token's weight (kernel heads): the summed
         ``sample_weight`` times ``class_weight`` of its rows. A token's score
@@ -552,8 +557,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             Non-negative weights of the training pairs, as multiplicities:
             ``sample_weight=k`` on a row fits the model ``k`` copies of it
             fit (for discrete features, whose repeated rows are taken as
-            observations, approximately: see the user guide). A token's weight enters its score as ``log w_i`` (so the
-            vote weighs it ``w_i`` times), and the linear start's choice,
+            observations, approximately: see the user guide). A token's
+            weight enters its score as ``log w_i`` (so the vote weighs it
+            ``w_i`` times), and the linear start's choice,
             the heads' bandwidths and read-outs and the comparison with the
             linear start use weighted log-losses. Rows of weight 0 are left
             out. Only relative weights count. Kernel heads only: bilinear
@@ -909,7 +915,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         skip, intercept = linear_skip(linear, X, labels, weights)
         # heads that read out exactly 0 unless the grid search keeps them
         heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
-        kept, left_out = False, 0.0
+        kept, left_out, temperature = False, 0.0, 1.0
         n_neighbors = resolve_n_neighbors(self.n_neighbors, len(prompt_indices))
         if self.max_iter > 0 and not single:
             if selection_scores is None:
@@ -942,16 +948,22 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 kernel_loss = np.average(kernel_losses, weights=tuning_weights)
                 print(
                     f"[SoftmaxAttentionClassifier] linear start {linear!r}: held-out log-loss "
-                    f"{linear_loss:.4f}; with kernel heads {kernel_loss:.4f}"
-                    f" -> {'kernel heads' if kept else 'linear start'} kept"
+                    f"{linear_loss:.4f} (temperature {fitted.linear_temperature:.3g}); with "
+                    f"kernel heads {kernel_loss:.4f} (temperature {fitted.temperature:.3g}) -> "
+                    f"{'kernel heads' if kept else 'linear start'} kept (heads must be lower "
+                    f"by {N_STANDARD_ERRORS:g} standard errors)"
                 )
             if not kept:  # at their fitted bandwidths, reading out nothing
                 heads["v22"] = np.zeros_like(heads["v22"])
+            # the read-out temperature: the heads' read-outs carry it already
+            temperature = fitted.temperature if kept else fitted.linear_temperature
+            skip, intercept = temperature * skip, temperature * intercept
             left_out = fitted.left_out if kept else 0.0
         heads.update(skip=skip, intercept=intercept)
         self._set_fitted(heads, classes, X, labels, prompt_indices, device, weights, rows)
         self.n_neighbors_ = n_neighbors
         self.neighbour_mass_left_out_ = left_out
+        self.temperature_ = temperature
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}
@@ -981,6 +993,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
         )
         self.device_ = str(device)
+        self.temperature_ = 1.0
 
     def _scores(self, X):
         features = (X - self.feature_mean_) / self.feature_scale_  # the model's coordinates

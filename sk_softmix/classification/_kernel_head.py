@@ -39,6 +39,7 @@ from ._neighbours import (
     truncated_votes,
     with_own_copies,
 )
+from ._temperature import best_temperature
 
 # Bandwidths tried, as multiples of the median leave-one-out distance of a
 # training point to its nearest neighbour; read-outs tried for each head.
@@ -149,9 +150,12 @@ def fit_kernel_heads(
     Returns
     -------
     KernelFit
-        ``heads``, :func:`kernel_heads`' parameters; ``kernel_losses`` and
-        ``linear_losses`` (n_tuning,), the per-sample held-out log-loss of
-        the linear score with and without the heads on the tuning queries;
+        ``heads``, :func:`kernel_heads`' parameters, the read-outs times
+        ``temperature``; ``kernel_losses`` and ``linear_losses``
+        (n_tuning,), the per-sample held-out log-loss of the score with the
+        heads at ``temperature`` and of the linear score alone at
+        ``linear_temperature`` (``_temperature``: the skip map's scale
+        whichever is kept), on the tuning queries;
         ``tuning_weights``, their weights (or ``None``); ``left_out``, the
         largest share of softmax mass a kept head's neighbour restriction
         left out on a tuning query (0 for the exact heads); ``tuning_rows``,
@@ -169,24 +173,41 @@ def fit_kernel_heads(
             X, labels, n_classes, prompt_indices, rows, positions, weights, device
         )
         if own_log_weights is not None:
-            _put_back_own_copies(votes, X, labels, n_classes, prompt_indices, rows, positions,
-                                 weights, own_log_weights, scale * BANDWIDTH_FACTORS)  # fmt: skip
+            _put_back_own_copies(
+                votes,
+                X,
+                labels,
+                n_classes,
+                prompt_indices,
+                rows,
+                positions,
+                weights,
+                own_log_weights,
+                scale * BANDWIDTH_FACTORS,
+            )
         measured_left_out = None
     else:
         votes, scale, measured_left_out = _neighbour_votes(
-            X, labels, n_classes, prompt_indices, rows, positions, weights, n_neighbors,
+            X,
+            labels,
+            n_classes,
+            prompt_indices,
+            rows,
+            positions,
+            weights,
+            n_neighbors,
             own_log_weights,
-        )  # fmt: skip
+        )
     bandwidths = scale * BANDWIDTH_FACTORS
     tuning_labels = labels[rows]
     base = linear_scores[rows].astype(np.float64)
-    linear_losses = score_losses(base, tuning_labels)
 
     def mean_loss(scores):
         return np.average(score_losses(scores, tuning_labels), weights=tuning_weights)
 
-    chosen_bandwidths, chosen_readouts, chosen_left_out = [], [], [0.0]
-    for _ in range(n_heads):
+    linear = base
+
+    def best_head(base):
         # (loss, bandwidth index, read-out): read-out 0 leaves the score as it is
         best = (mean_loss(base), 0, 0.0)
         for k, vote in enumerate(votes):
@@ -194,12 +215,25 @@ def fit_kernel_heads(
                 loss = mean_loss(base + beta * vote)
                 if loss < best[0]:
                     best = (loss, k, beta)
-        _, k, beta = best
-        chosen_bandwidths.append(bandwidths[k])
-        chosen_readouts.append(beta)
-        if beta > 0 and measured_left_out is not None:
-            chosen_left_out.append(float(measured_left_out(k).max()))
+        return best
+
+    chosen = []
+    for _ in range(n_heads):
+        _, k, beta = best_head(base)
+        chosen.append((k, beta))
         base = base + beta * votes[k]
+    # the read-out temperatures of the score with and without the heads
+    temperature = best_temperature(base, tuning_labels, tuning_weights)
+    linear_temperature = best_temperature(linear, tuning_labels, tuning_weights)
+    base = temperature * base
+    chosen_bandwidths = [bandwidths[k] for k, _ in chosen]
+    chosen_readouts = [temperature * beta for _, beta in chosen]
+    chosen_left_out = [0.0] + [
+        float(measured_left_out(k).max())
+        for k, beta in chosen
+        if beta > 0 and measured_left_out is not None
+    ]
+    linear_losses = score_losses(linear_temperature * linear, tuning_labels)
     heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
     return KernelFit(
         heads,
@@ -208,6 +242,8 @@ def fit_kernel_heads(
         tuning_weights,
         max(chosen_left_out),
         rows,
+        temperature,
+        linear_temperature,
     )
 
 
@@ -220,6 +256,8 @@ class KernelFit(NamedTuple):
     tuning_weights: np.ndarray | None
     left_out: float
     tuning_rows: np.ndarray
+    temperature: float
+    linear_temperature: float
 
 
 def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, device):
@@ -260,16 +298,25 @@ def _own_log_weights(rows, positions, weights, left_in):
 
 
 def _put_back_own_copies(
-    votes, X, labels, n_classes, prompt_indices, rows, positions, weights, own_log_weights,
+    votes,
+    X,
+    labels,
+    n_classes,
+    prompt_indices,
+    rows,
+    positions,
+    weights,
+    own_log_weights,
     bandwidths,
-):  # fmt: skip
+):
     """Recompute, in float64 over the whole prompt, the votes of the tuning queries
     that keep part of their own token (at distance 0, log-weight
     ``own_log_weights``); ``votes`` (one (len(rows), width) per bandwidth) in place."""
     again = np.flatnonzero(np.isfinite(own_log_weights))
     tokens = torch.as_tensor(np.asarray(X[prompt_indices], dtype=np.float64))
-    blocks = torch.as_tensor(np.asarray(label_blocks(labels[prompt_indices], n_classes)),
-                             dtype=torch.float64)  # fmt: skip
+    blocks = torch.as_tensor(
+        np.asarray(label_blocks(labels[prompt_indices], n_classes)), dtype=torch.float64
+    )
     log_weights = torch.zeros(len(prompt_indices), dtype=torch.float64)
     if weights is not None:
         log_weights = torch.as_tensor(np.log(weights[prompt_indices]))
@@ -282,9 +329,7 @@ def _put_back_own_copies(
         own = torch.as_tensor(positions[rows[chosen]])
         squared[torch.arange(len(chosen)), own] = 0.0  # the copy is the query itself
         token_log_weights = log_weights.expand(len(chosen), -1).clone()
-        token_log_weights[torch.arange(len(chosen)), own] = torch.as_tensor(
-            own_log_weights[chosen]
-        )
+        token_log_weights[torch.arange(len(chosen)), own] = torch.as_tensor(own_log_weights[chosen])
         for vote, h in zip(votes, bandwidths, strict=True):
             logits = squared * (-0.5 / h**2) + token_log_weights
             vote[chosen] = (torch.softmax(logits, dim=1) @ blocks).numpy()

@@ -127,8 +127,9 @@ def effective_size(token_weights, counts, unit) -> float:
     Kish's ``(sum w)^2 / sum w^2`` over the rows rather than the tokens
     (a token of ``c`` rows of equal weight ``w_i / c`` adds ``w_i^2 / c``),
     in units of ``unit`` rows (the smallest count of the whole prompt), the
-    copies :func:`left_in_shares` takes as one observation: 24 distinct points standing for 1,760 rows
-    count as 1,760; data given twice counts as given once.
+    copies :func:`left_in_shares` takes as one observation: 24 distinct
+    points standing for 1,760 rows count as 1,760; data given twice counts
+    as given once.
     """
     token_weights = np.asarray(token_weights, dtype=np.float64)
     counts = np.asarray(counts, dtype=np.float64)

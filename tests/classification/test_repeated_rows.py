@@ -103,6 +103,7 @@ def test_repeated_observations_are_kept_for_leave_one_out():
     copies = SoftmaxAttentionClassifier(random_state=0).fit(X[rows], y[rows], sample_weight=weights)
     assert model.init_ == "kernel"
     # 2,000 test points: the gap is several standard errors of the difference
-    assert log_loss(y_test, model.predict_proba(X_test)) < log_loss(
-        y_test, copies.predict_proba(X_test)
-    ) - 0.02
+    assert (
+        log_loss(y_test, model.predict_proba(X_test))
+        < log_loss(y_test, copies.predict_proba(X_test)) - 0.02
+    )
