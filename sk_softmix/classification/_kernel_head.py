@@ -58,17 +58,18 @@ MAX_TUNING_QUERIES = 2000
 N_STANDARD_ERRORS = 2.0
 
 
-def kernel_heads(n_features, n_classes, bandwidths, readouts):
+def kernel_heads(n_features, n_classes, bandwidths, readouts, metric=None):
     """Parameters (full shapes, NumPy) of Gaussian-kernel heads.
 
-    Head ``h`` has ``U11 = W = I / bandwidths[h]^2``, ``u12 = 0``,
-    ``v21 = 0`` and ``v22 = readouts[h] I``; a zero read-out makes the head
-    return exactly 0.
+    Head ``h`` has ``U11 = W = A^T A / bandwidths[h]^2`` (``A``: ``metric``,
+    (rank, d), the identity where ``None``), ``u12 = 0``, ``v21 = 0`` and
+    ``v22 = readouts[h] I``; a zero read-out makes the head return exactly 0.
     """
     width = label_width(n_classes)
     bandwidths = np.asarray(bandwidths, dtype=np.float64)
     readouts = np.asarray(readouts, dtype=np.float64)
-    metric = np.eye(n_features)[None] / bandwidths[:, None, None] ** 2
+    gram = np.eye(n_features) if metric is None else metric.T @ metric
+    metric = gram[None] / bandwidths[:, None, None] ** 2
     n_heads = len(bandwidths)
     return {
         "U11": metric,
@@ -110,6 +111,7 @@ def fit_kernel_heads(
     n_neighbors=None,
     candidate_rows=None,
     left_in=None,
+    metric=None,
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -161,6 +163,9 @@ def fit_kernel_heads(
         left out on a tuning query (0 for the exact heads); ``tuning_rows``,
         the rows of the tuning queries.
     """
+    if metric is not None:
+        # the heads' kernel in the learned features A x (``_metric``)
+        X = np.asarray(X, dtype=np.float64) @ metric.T
     n = len(X)
     rows = np.arange(n) if candidate_rows is None else np.asarray(candidate_rows)
     if len(rows) > MAX_TUNING_QUERIES:
@@ -234,7 +239,8 @@ def fit_kernel_heads(
         if beta > 0 and measured_left_out is not None
     ]
     linear_losses = score_losses(linear_temperature * linear, tuning_labels)
-    heads = kernel_heads(X.shape[1], n_classes, chosen_bandwidths, chosen_readouts)
+    n_features = X.shape[1] if metric is None else metric.shape[1]
+    heads = kernel_heads(n_features, n_classes, chosen_bandwidths, chosen_readouts, metric)
     return KernelFit(
         heads,
         score_losses(base, tuning_labels),

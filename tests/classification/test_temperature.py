@@ -55,7 +55,7 @@ def test_the_fitted_temperature_changes_no_label_and_lowers_the_log_loss():
     rng = np.random.default_rng(0)
     X, y = _rings_and_noise(300, rng)
     X_test, y_test = _rings_and_noise(5000, rng)
-    model = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    model = SoftmaxAttentionClassifier(metric="isotropic", random_state=0).fit(X, y)
     assert model.init_ == "kernel"
     assert model.temperature_ < 1.0
     # the same model at temperature 1

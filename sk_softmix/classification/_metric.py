@@ -1,0 +1,221 @@
+"""A learned metric for the kernel heads: ``U11 = W = A^T A / h^2``.
+
+The isotropic heads measure every standardised feature alike; the paper's
+heads have a full key matrix ``U11``. With ``U11 = W = A^T A`` a head's
+score of token ``i`` is ``-1/2 ||A (x - x_i)||^2`` up to a term of the query
+alone: a Gaussian kernel in the features ``A x``. Fitting ``A`` by the
+leave-one-out log-loss of the softmax vote is neighbourhood components
+analysis (Goldberger et al., 2004); here the vote sits on top of the
+out-of-fold linear score, with a read-out fitted alongside, so the metric
+is learned for what the linear score misses.
+
+Two forms: ``"diagonal"``, ``A = diag(s)``, a scale per feature (d
+parameters: which features matter, and how much), and ``"full"``, ``A`` of
+shape (rank, d) (low rank allowed). On the KEEL panel the diagonal form
+helped where features differ in relevance (hayes-roth, whose first feature
+is a random code; contraceptive; ionosphere) and the full one overfitted on
+a few hundred points (rank 60 on sonar's 166 training points). So the
+default keeps the diagonal metric only where it beats the isotropic heads
+on held-out queries (:func:`metric_for_heads`): the metric is fitted on two
+thirds of the tuning queries and both kernels are compared on the others.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..attention._device import as_tensor
+from ..training._stopping import significantly_lower
+from ._heads import classification_losses, label_blocks
+from ._kernel_head import fit_kernel_heads
+
+METRICS = ("auto", "isotropic", "diagonal", "full")
+
+# L-BFGS iterations of the metric's fit, and the most tokens it runs on
+# (their pairwise scores, 8 x MAX_METRIC_TOKENS^2 bytes, are its memory and
+# its cost per iteration).
+MAX_METRIC_ITERATIONS = 100
+MAX_METRIC_TOKENS = 500
+# The share of the tuning queries the metric is fitted on; the rest judge it.
+FIT_SHARE = 2.0 / 3.0
+# Standard errors by which the learned metric's held-out log-loss must beat
+# the isotropic heads' (``metric="auto"``).
+N_STANDARD_ERRORS = 2.0
+
+
+def metric_start(X, bandwidth, kind, rank):
+    """The learned metric's parameters at the start: ``s = 1 / h`` per feature
+    (``"diagonal"``); ``A = I / h`` at full rank, else the ``rank`` leading
+    principal directions of ``X`` over ``h`` (``"full"``)."""
+    d = X.shape[1]
+    if kind == "diagonal":
+        return np.full(d, 1.0 / bandwidth)
+    if rank >= d:
+        return np.eye(d) / bandwidth
+    _, _, directions = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)
+    start = np.zeros((rank, d))
+    start[: len(directions)] = directions[:rank]
+    return start / bandwidth
+
+
+def metric_matrix(parameters):
+    """``A`` from the parameters: ``diag(s)`` for a vector, the matrix itself else."""
+    if parameters.ndim == 1:
+        return torch.diag(parameters) if torch.is_tensor(parameters) else np.diag(parameters)
+    return parameters
+
+
+def metric_loss(A, log_readout, features, blocks, labels, linear, log_weights, weights=None):
+    """Mean leave-one-out log-loss (torch scalar) of ``linear + beta * vote_A``.
+
+    Each of the n ``features`` (n, d) votes over the others with weights
+    ``softmax_j(-1/2 ||A (x - x_j)||^2 + log w_j)``; ``blocks`` (n, width)
+    are their label blocks, ``linear`` (n, width) their out-of-fold linear
+    scores, ``beta = exp(log_readout)``; ``weights`` weigh the queries.
+    """
+    projected = features @ A.T
+    squared = torch.cdist(projected, projected).square()
+    logits = -0.5 * squared + log_weights
+    logits.fill_diagonal_(-torch.inf)  # leave-one-out: a query never sees its token
+    votes = torch.softmax(logits, dim=1) @ blocks
+    losses = classification_losses(linear + log_readout.exp() * votes, labels)
+    if weights is None:
+        return losses.mean()
+    return (weights * losses).sum() / weights.sum()
+
+
+def learn_metric(
+    X, labels, n_classes, linear_scores, bandwidth, readout, kind, rank, device, weights=None,
+    start=None,
+):  # fmt: skip
+    """``A`` (rank, d) that minimises :func:`metric_loss` on the tokens ``X``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The fitting tokens (each votes over the others).
+    labels : ndarray of shape (n,)
+    n_classes : int
+    linear_scores : ndarray of shape (n, width)
+        Their out-of-fold linear scores.
+    bandwidth, readout : float
+        The isotropic head's, where the fit starts (a read-out of 0 starts
+        at 1).
+    kind : {"diagonal", "full"}
+    rank : int
+        Rows of ``A`` for ``"full"``.
+    device : torch.device
+    weights : ndarray of shape (n,), default=None
+        The tokens' weights, as key biases and for the queries' losses.
+    start : ndarray, default=None
+        The parameters to start from (``s`` or ``A``), in place of
+        :func:`metric_start`'s.
+
+    Returns
+    -------
+    A : ndarray of shape (rank, d)
+    parameters : ndarray
+        ``s`` (d,) for the diagonal metric, ``A`` for the full one.
+    readout : float
+    """
+    dtype = torch.float64
+    features = as_tensor(np.asarray(X, dtype=np.float64), device, dtype)
+    blocks = as_tensor(np.asarray(label_blocks(labels, n_classes), dtype=np.float64), device)
+    targets = as_tensor(labels, device)
+    linear = as_tensor(np.asarray(linear_scores, dtype=np.float64), device, dtype)
+    query_weights, log_weights = None, torch.zeros(len(X), dtype=dtype, device=device)
+    if weights is not None:
+        query_weights = as_tensor(np.asarray(weights, dtype=np.float64), device, dtype)
+        log_weights = query_weights.log()
+    if start is None:
+        start = metric_start(np.asarray(X, dtype=np.float64), bandwidth, kind, rank)
+    parameters = as_tensor(start, device, dtype).requires_grad_(True)
+    log_readout = torch.tensor(np.log(readout if readout > 0 else 1.0), dtype=dtype, device=device)
+    log_readout.requires_grad_(True)
+    optimiser = torch.optim.LBFGS(
+        [parameters, log_readout], max_iter=MAX_METRIC_ITERATIONS, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        optimiser.zero_grad()
+        loss = metric_loss(
+            metric_matrix(parameters), log_readout, features, blocks, targets, linear,
+            log_weights, query_weights,
+        )  # fmt: skip
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    fitted = parameters.detach().cpu().numpy()
+    return np.asarray(metric_matrix(fitted)), fitted, float(log_readout.detach().exp())
+
+
+class MetricChoice(NamedTuple):
+    """What :func:`metric_for_heads` decided."""
+
+    metric: np.ndarray | None
+    learned_loss: float
+    isotropic_loss: float
+
+
+def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic, random_state,
+                     device, weights=None, **tuning):  # fmt: skip
+    """The learned metric ``A`` for the kernel heads, or ``None`` for the isotropic one.
+
+    ``isotropic`` is the isotropic heads' ``KernelFit``: their tuning
+    queries are split at random, ``FIT_SHARE`` of them (at most
+    ``MAX_METRIC_TOKENS``) to fit ``A`` from the first head's bandwidth and
+    read-out, the others to judge it. With ``kind="auto"`` (the diagonal
+    metric) ``A`` is kept only where, on the judging queries, the heads in
+    its features (bandwidth, read-out and temperature tuned there as
+    :func:`~._kernel_head.fit_kernel_heads` does, over the whole prompt)
+    beat the isotropic heads tuned the same way by ``N_STANDARD_ERRORS``
+    standard errors of the paired log-loss; ``"diagonal"`` and ``"full"``
+    keep it. ``tuning`` holds the other arguments of ``fit_kernel_heads``
+    (``prompt_indices``, ``n_heads``, ``n_neighbors``, ``left_in``).
+    """
+    rows = random_state.permutation(isotropic.tuning_rows)
+    n_fit = min(MAX_METRIC_TOKENS, int(round(FIT_SHARE * len(rows))))
+    fit_rows, judging_rows = np.sort(rows[:n_fit]), np.sort(rows[n_fit:])
+    bandwidth = 1.0 / np.sqrt(isotropic.heads["U11"][0, 0, 0])
+    readout = float(np.ravel(isotropic.heads["v22"])[0]) / isotropic.temperature
+    form = "diagonal" if kind == "auto" else kind
+
+    def learned(rows, start=None):
+        return learn_metric(
+            X[rows], labels[rows], n_classes, linear_scores[rows], bandwidth, readout, form, rank,
+            device, None if weights is None else weights[rows], start,
+        )  # fmt: skip
+
+    if kind != "auto":
+        return MetricChoice(learned(rows[:MAX_METRIC_TOKENS])[0], np.nan, np.nan)
+    if len(judging_rows) < 2:
+        return MetricChoice(None, np.nan, np.nan)
+    A, parameters, _ = learned(fit_rows)
+
+    def judged(metric):
+        # a fixed seed: the judging queries number under MAX_TUNING_QUERIES,
+        # so no draw is made, but both fits must see the same rows
+        return fit_kernel_heads(
+            X, labels, n_classes, linear_scores=linear_scores,
+            random_state=np.random.RandomState(0), device=device, weights=weights,
+            candidate_rows=judging_rows, metric=metric, **tuning,
+        )  # fmt: skip
+
+    with_metric, plain = judged(A), judged(None)
+    judging_weights = None if weights is None else torch.as_tensor(weights[judging_rows])
+    keep = significantly_lower(
+        torch.as_tensor(with_metric.kernel_losses),
+        torch.as_tensor(plain.kernel_losses),
+        N_STANDARD_ERRORS,
+        judging_weights,
+    )
+    learned_loss = np.average(with_metric.kernel_losses, weights=judging_weights)
+    isotropic_loss = np.average(plain.kernel_losses, weights=judging_weights)
+    if not keep:
+        return MetricChoice(None, float(learned_loss), float(isotropic_loss))
+    # kept: fitted again on every tuning query (as many as the fit takes),
+    # from where the first fit ended
+    A = learned(np.sort(rows[:MAX_METRIC_TOKENS]), parameters)[0]
+    return MetricChoice(A, float(learned_loss), float(isotropic_loss))

@@ -1,0 +1,126 @@
+"""The kernel heads' learned metric: ``U11 = W = A^T A / h^2``.
+
+The loss the metric is fitted on is the heads' leave-one-out log-loss
+(checked against the engine's votes at the isotropic start); a metric
+learned where only two of eight features carry the classes weighs those
+two, and the classifier keeps it only where it beats the isotropic heads.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from sk_softmix import SoftmaxAttentionClassifier
+from sk_softmix.classification._heads import classifier_tokens
+from sk_softmix.classification._kernel_head import kernel_heads, kernel_votes
+from sk_softmix.classification._linear_starts import score_losses
+from sk_softmix.classification._metric import learn_metric, metric_loss, metric_start
+
+
+def _xor_in_noise(n, rng, n_noise=6):
+    """XOR of the signs of two features, beside ``n_noise`` features of noise:
+    an isotropic kernel spends its bandwidth on the noise."""
+    X = rng.normal(size=(n, 2 + n_noise))
+    y = ((X[:, 0] > 0) ^ (X[:, 1] > 0)).astype(int)
+    return X, y
+
+
+def test_the_metric_loss_is_the_heads_leave_one_out_loss():
+    # at A = I / h the loss is that of the engine's leave-one-out vote
+    rng = np.random.default_rng(0)
+    X, y = _xor_in_noise(150, rng)
+    linear = rng.normal(0, 0.5, (150, 1))
+    h, beta = 0.9, 2.5
+    A = torch.as_tensor(metric_start(X, h, "full", 8))
+    features = torch.as_tensor(X)
+    loss = metric_loss(
+        A, torch.tensor(np.log(beta), dtype=torch.float64), features,
+        torch.as_tensor(2.0 * y[:, None] - 1), torch.as_tensor(y), torch.as_tensor(linear),
+        torch.zeros(150, dtype=torch.float64),
+    )  # fmt: skip
+    prompt = classifier_tokens(features, torch.as_tensor(y), 2)
+    votes = kernel_votes(features, prompt, 2, h, exclude=torch.arange(150)).numpy()
+    expected = score_losses(linear + beta * votes, y).mean()
+    assert float(loss) == pytest.approx(expected, rel=1e-12)
+    # the diagonal start is the same kernel
+    np.testing.assert_array_equal(np.diag(metric_start(X, h, "diagonal", 8)), A.numpy())
+
+
+def test_the_diagonal_metric_weighs_the_features_that_matter():
+    rng = np.random.default_rng(1)
+    X, y = _xor_in_noise(400, rng)
+    A, scales, readout = learn_metric(
+        X, y, 2, np.zeros((400, 1)), 1.0, 1.0, "diagonal", 8, torch.device("cpu")
+    )
+    np.testing.assert_array_equal(A, np.diag(scales))
+    # the two XOR features get scales well above every noise feature's
+    assert np.abs(scales[:2]).min() > 2 * np.abs(scales[2:]).max()
+    assert readout > 0
+
+
+def test_a_full_metric_of_low_rank():
+    rng = np.random.default_rng(2)
+    X, y = _xor_in_noise(300, rng)
+    A, parameters, _ = learn_metric(
+        X, y, 2, np.zeros((300, 1)), 1.0, 1.0, "full", 2, torch.device("cpu")
+    )
+    assert A.shape == (2, 8)
+    np.testing.assert_array_equal(A, parameters)
+    # its two rows span mostly the XOR features
+    share = np.square(A[:, :2]).sum() / np.square(A).sum()
+    assert share > 0.8
+
+
+def test_the_classifier_keeps_a_metric_that_beats_the_isotropic_heads():
+    rng = np.random.default_rng(3)
+    X, y = _xor_in_noise(600, rng)
+    X_test, y_test = _xor_in_noise(3000, rng)
+    learned = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    plain = SoftmaxAttentionClassifier(metric="isotropic", random_state=0).fit(X, y)
+    assert learned.init_ == "kernel"
+    assert learned.metric_.shape == (8, 8) and not np.allclose(learned.metric_, np.eye(8))
+    np.testing.assert_array_equal(plain.metric_, np.eye(8))
+    # U11 = W = A^T A / h^2 for every head
+    gram = learned.metric_.T @ learned.metric_
+    h2 = np.trace(gram) / np.trace(learned.U11_[0])
+    np.testing.assert_allclose(learned.U11_[0], gram / h2, rtol=1e-12)
+    np.testing.assert_array_equal(learned.W_, learned.U11_)
+    # 3,000 test points: the accuracy's standard error is under 0.01
+    assert learned.score(X_test, y_test) > plain.score(X_test, y_test) + 0.03
+
+
+def test_no_metric_is_kept_where_the_features_matter_alike():
+    # rings in 2-D: every feature matters the same, the isotropic kernel is right
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(400, 2))
+    y = (np.sqrt(np.square(X).sum(axis=1)) > 1.2).astype(int)
+    model = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    assert model.init_ == "kernel"
+    np.testing.assert_array_equal(model.metric_, np.eye(2))
+
+
+@pytest.mark.parametrize("metric", ["diagonal", "full"])
+def test_forced_metrics_and_their_neighbour_path(metric):
+    # the restricted vote over every token is the exact one, in the learned
+    # features too: the fitted model predicted both ways
+    rng = np.random.default_rng(5)
+    X, y = _xor_in_noise(300, rng)
+    X_test, _ = _xor_in_noise(200, rng)
+    exact = SoftmaxAttentionClassifier(metric=metric, metric_rank=3, random_state=0).fit(X, y)
+    assert exact.init_ == "kernel"
+    assert exact.metric_.shape == ((8, 8) if metric == "diagonal" else (3, 8))
+    restricted = copy.deepcopy(exact)
+    restricted.n_neighbors_ = len(exact.prompt_X_)
+    # float32 engine against float64 neighbour votes
+    np.testing.assert_allclose(
+        restricted.decision_function(X_test), exact.decision_function(X_test), atol=1e-4
+    )
+
+
+def test_kernel_heads_of_a_metric():
+    A = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
+    heads = kernel_heads(3, 3, [0.5, 2.0], [1.0, 3.0], A)
+    np.testing.assert_allclose(heads["U11"][0], A.T @ A / 0.25)
+    np.testing.assert_allclose(heads["W"][1], A.T @ A / 4.0)
