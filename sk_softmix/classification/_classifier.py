@@ -297,10 +297,10 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         A^T A / h^2`` (``metric``), in the model's coordinates; the identity
         where the isotropic metric is kept.
     temperature_ : float
-        The read-out temperature (kernel heads): the skip map, intercept and
-        read-outs are its multiples of those fitted, so that the held-out
-        log-loss is lowest; it changes no predicted label. 1 for bilinear
-        heads.
+        The read-out temperature of kernel heads: the skip map, intercept
+        and read-outs are its multiples of those fitted, so that the
+        held-out log-loss is lowest; it changes no predicted label. 1 where
+        the linear start is kept alone, and for bilinear heads.
     prompt_weights_ : ndarray of shape (L,)
         Each prompt token's weight (kernel heads): the summed
         ``sample_weight`` times ``class_weight`` of its rows. A token's score
@@ -996,15 +996,15 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 kernel_loss = np.average(kernel_losses, weights=tuning_weights)
                 print(
                     f"[SoftmaxAttentionClassifier] linear start {linear!r}: held-out log-loss "
-                    f"{linear_loss:.4f} (temperature {fitted.linear_temperature:.3g}); with "
-                    f"kernel heads {kernel_loss:.4f} (temperature {fitted.temperature:.3g}) -> "
-                    f"{'kernel heads' if kept else 'linear start'} kept (heads must be lower "
+                    f"{linear_loss:.4f}; with kernel heads {kernel_loss:.4f} (temperature "
+                    f"{fitted.temperature:.3g}) -> {'kernel heads' if kept else 'linear start'}"
+                    f" kept (heads must be lower "
                     f"by {N_STANDARD_ERRORS:g} standard errors)"
                 )
             if not kept:  # at their fitted bandwidths, reading out nothing
                 heads["v22"] = np.zeros_like(heads["v22"])
             # the read-out temperature: the heads' read-outs carry it already
-            temperature = fitted.temperature if kept else fitted.linear_temperature
+            temperature = fitted.temperature if kept else 1.0
             skip, intercept = temperature * skip, temperature * intercept
             left_out = fitted.left_out if kept else 0.0
         heads.update(skip=skip, intercept=intercept)

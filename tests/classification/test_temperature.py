@@ -71,18 +71,22 @@ def test_the_fitted_temperature_changes_no_label_and_lowers_the_log_loss():
     )
     # fitted on 300 held-out scores, it lowers the log-loss of 5,000 new points
     # (0.563 against 0.576: the paired difference -0.013 has a standard error of 0.0025)
-    assert log_loss(y_test, model.predict_proba(X_test)) < log_loss(
-        y_test, plain.predict_proba(X_test)
-    ) - 0.005
+    assert (
+        log_loss(y_test, model.predict_proba(X_test))
+        < log_loss(y_test, plain.predict_proba(X_test)) - 0.005
+    )
 
 
-def test_the_linear_start_kept_has_its_own_temperature():
-    # two Gaussian classes: the linear start is kept, its temperature near 1
-    # (LDA is the Bayes score; 600 points put the minimiser within an octave)
+def test_the_linear_start_kept_alone_keeps_its_scale():
+    # two Gaussian classes: the linear start (LDA, the Bayes score) is kept,
+    # exactly as scikit-learn fits it
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 600)
     X = rng.normal(size=(600, 3)) + 1.0 * y[:, None]
     model = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
-    assert model.init_ == "linear"
-    assert 0.5 <= model.temperature_ <= 2.0
-    assert not np.any(model.v22_)
+    assert model.init_ == "linear" and model.linear_start_ == "lda"
+    assert model.temperature_ == 1.0
+    lda = LinearDiscriminantAnalysis().fit(X, y)
+    np.testing.assert_allclose(model.decision_function(X), lda.decision_function(X), rtol=1e-10)
