@@ -178,9 +178,10 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
           score (neighbourhood components analysis's objective), by L-BFGS
           on the engine.
         - ``"full"``: ``A`` of ``metric_rank`` rows, fitted likewise.
-        - ``"auto"``: the diagonal metric where, fitted on two thirds of the
-          tuning queries, it beats the isotropic heads on the other third
-          by one standard error of the held-out log-loss; else isotropic.
+        - ``"auto"``: the diagonal metric where, fitted on each half of the
+          tuning queries and judged on the other, it beats the isotropic
+          heads by two standard errors of the held-out log-loss; else
+          isotropic.
     metric_rank : int or None, default=None
         Rows of ``A`` for ``metric="full"`` (``None``: ``n_features``); the
         fit starts from the leading principal directions below full rank.
@@ -417,8 +418,14 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
        nearest-neighbour distance) and read-out ``beta`` (17 values and 0)
        minimise the log-loss of the out-of-fold linear score plus the
        leave-one-out vote (each training query votes without its own token),
-       on at most 2,000 training queries; heads are added greedily.
-    3. The heads are kept where that held-out log-loss beats the linear
+       on at most 2,000 training queries; heads are added greedily, and a
+       read-out temperature (``temperature_``) scales the sum.
+    3. ``metric="auto"``: a diagonal metric ``A`` (``U11 = W = A^T A /
+       h^2``), fitted by the same loss on each half of those queries,
+       replaces the isotropic one where it beats it on the other half by
+       two standard errors (``metric_``); the grid of step 2 then runs in
+       the features ``A x``.
+    4. The heads are kept where that held-out log-loss beats the linear
        start's by two standard errors of the per-sample difference; else
        the model is its linear start and predicts at its cost.
 

@@ -16,8 +16,8 @@ helped where features differ in relevance (hayes-roth, whose first feature
 is a random code; contraceptive; ionosphere) and the full one overfitted on
 a few hundred points (rank 60 on sonar's 166 training points). So the
 default keeps the diagonal metric only where it beats the isotropic heads
-on held-out queries (:func:`metric_for_heads`): the metric is fitted on two
-thirds of the tuning queries and both kernels are compared on the others.
+on held-out queries (:func:`metric_for_heads`): the metric is fitted on each
+half of the tuning queries and both kernels are compared on the other.
 """
 
 from typing import NamedTuple
@@ -35,10 +35,8 @@ METRICS = ("auto", "isotropic", "diagonal", "full")
 # L-BFGS iterations of the metric's fit, and the most tokens it runs on
 # (their pairwise scores, 8 x MAX_METRIC_TOKENS^2 bytes, are its memory and
 # its cost per iteration).
-MAX_METRIC_ITERATIONS = 100
+MAX_METRIC_ITERATIONS = 30
 MAX_METRIC_TOKENS = 500
-# The share of the tuning queries the metric is fitted on; the rest judge it.
-FIT_SHARE = 2.0 / 3.0
 # Standard errors by which the learned metric's held-out log-loss must beat
 # the isotropic heads' (``metric="auto"``).
 N_STANDARD_ERRORS = 2.0
@@ -166,59 +164,68 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
                      device, weights=None, **tuning):  # fmt: skip
     """The learned metric ``A`` for the kernel heads, or ``None`` for the isotropic one.
 
-    ``isotropic`` is the isotropic heads' ``KernelFit``: their tuning
-    queries are split at random, ``FIT_SHARE`` of them (at most
-    ``MAX_METRIC_TOKENS``) to fit ``A`` from the first head's bandwidth and
-    read-out, the others to judge it. With ``kind="auto"`` (the diagonal
-    metric) ``A`` is kept only where, on the judging queries, the heads in
-    its features (bandwidth, read-out and temperature tuned there as
-    :func:`~._kernel_head.fit_kernel_heads` does, over the whole prompt)
-    beat the isotropic heads tuned the same way by ``N_STANDARD_ERRORS``
-    standard errors of the paired log-loss; ``"diagonal"`` and ``"full"``
-    keep it. ``tuning`` holds the other arguments of ``fit_kernel_heads``
-    (``prompt_indices``, ``n_heads``, ``n_neighbors``, ``left_in``).
+    ``isotropic`` is the isotropic heads' ``KernelFit``; ``A`` starts from
+    its first head's bandwidth and read-out. With ``kind="auto"`` (the
+    diagonal metric) their tuning queries are split in two halves at random,
+    and ``A`` is fitted on each half (at most ``MAX_METRIC_TOKENS`` of it)
+    and judged on the other: the heads in its features, their bandwidth,
+    read-out and temperature tuned on the judging half as
+    :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt),
+    against the isotropic heads tuned the same way. ``A`` is kept where its
+    log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
+    errors of the paired difference, and then fitted on every tuning query
+    (at most ``MAX_METRIC_TOKENS``). ``"diagonal"`` and ``"full"`` fit it on
+    them at once and keep it. ``tuning`` holds the other arguments of
+    ``fit_kernel_heads`` (``prompt_indices``, ``n_heads``, ``n_neighbors``,
+    ``left_in``).
     """
     rows = random_state.permutation(isotropic.tuning_rows)
-    n_fit = min(MAX_METRIC_TOKENS, int(round(FIT_SHARE * len(rows))))
-    fit_rows, judging_rows = np.sort(rows[:n_fit]), np.sort(rows[n_fit:])
     bandwidth = 1.0 / np.sqrt(isotropic.heads["U11"][0, 0, 0])
     readout = float(np.ravel(isotropic.heads["v22"])[0]) / isotropic.temperature
     form = "diagonal" if kind == "auto" else kind
 
-    def learned(rows, start=None):
+    def learned(fit_rows, start=None):
+        fit_rows = np.sort(fit_rows[:MAX_METRIC_TOKENS])
         return learn_metric(
-            X[rows], labels[rows], n_classes, linear_scores[rows], bandwidth, readout, form, rank,
-            device, None if weights is None else weights[rows], start,
+            X[fit_rows], labels[fit_rows], n_classes, linear_scores[fit_rows], bandwidth, readout,
+            form, rank, device, None if weights is None else weights[fit_rows], start,
         )  # fmt: skip
 
     if kind != "auto":
-        return MetricChoice(learned(rows[:MAX_METRIC_TOKENS])[0], np.nan, np.nan)
-    if len(judging_rows) < 2:
+        return MetricChoice(learned(rows)[0], np.nan, np.nan)
+    halves = np.array_split(rows, 2)
+    if min(len(half) for half in halves) < 2:
         return MetricChoice(None, np.nan, np.nan)
-    A, parameters, _ = learned(fit_rows)
 
-    def judged(metric):
+    def judged(metric, judging_rows):
         # a fixed seed: the judging queries number under MAX_TUNING_QUERIES,
         # so no draw is made, but both fits must see the same rows
         return fit_kernel_heads(
             X, labels, n_classes, linear_scores=linear_scores,
             random_state=np.random.RandomState(0), device=device, weights=weights,
-            candidate_rows=judging_rows, metric=metric, **tuning,
-        )  # fmt: skip
+            candidate_rows=np.sort(judging_rows), metric=metric, **tuning,
+        ).kernel_losses  # fmt: skip
 
-    with_metric, plain = judged(A), judged(None)
-    judging_weights = None if weights is None else torch.as_tensor(weights[judging_rows])
-    keep = significantly_lower(
-        torch.as_tensor(with_metric.kernel_losses),
-        torch.as_tensor(plain.kernel_losses),
-        N_STANDARD_ERRORS,
-        judging_weights,
+    learned_losses, isotropic_losses, judging_rows = [], [], []
+    for fit_half, judging_half in ((halves[0], halves[1]), (halves[1], halves[0])):
+        A, parameters, _ = learned(fit_half)
+        learned_losses.append(judged(A, judging_half))
+        isotropic_losses.append(judged(None, judging_half))
+        judging_rows.append(np.sort(judging_half))
+    learned_losses, isotropic_losses = (
+        np.concatenate(learned_losses),
+        np.concatenate(isotropic_losses),
     )
-    learned_loss = np.average(with_metric.kernel_losses, weights=judging_weights)
-    isotropic_loss = np.average(plain.kernel_losses, weights=judging_weights)
+    judging_weights = None if weights is None else weights[np.concatenate(judging_rows)]
+    keep = significantly_lower(
+        torch.as_tensor(learned_losses),
+        torch.as_tensor(isotropic_losses),
+        N_STANDARD_ERRORS,
+        None if judging_weights is None else torch.as_tensor(judging_weights),
+    )
+    learned_loss = float(np.average(learned_losses, weights=judging_weights))
+    isotropic_loss = float(np.average(isotropic_losses, weights=judging_weights))
     if not keep:
-        return MetricChoice(None, float(learned_loss), float(isotropic_loss))
-    # kept: fitted again on every tuning query (as many as the fit takes),
-    # from where the first fit ended
-    A = learned(np.sort(rows[:MAX_METRIC_TOKENS]), parameters)[0]
-    return MetricChoice(A, float(learned_loss), float(isotropic_loss))
+        return MetricChoice(None, learned_loss, isotropic_loss)
+    # kept: fitted on every tuning query, from where the last half's fit ended
+    return MetricChoice(learned(rows, parameters)[0], learned_loss, isotropic_loss)
