@@ -985,7 +985,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                         f"[SoftmaxAttentionClassifier] diagonal metric: held-out log-loss "
                         f"{choice.learned_loss:.4f} against {choice.isotropic_loss:.4f} "
                         f"isotropic -> {'learned' if choice.metric is not None else 'isotropic'}"
-                        f" metric kept (lower by {METRIC_STANDARD_ERRORS:g} standard error)"
+                        f" metric kept (it must be lower by {METRIC_STANDARD_ERRORS:g} standard"
+                        " errors, judged on each half of the tuning queries)"
                     )
                 if choice.metric is not None:
                     metric = choice.metric

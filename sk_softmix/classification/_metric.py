@@ -171,7 +171,7 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     and judged on the other: the heads in its features, their bandwidth,
     read-out and temperature tuned on the judging half as
     :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt),
-    against the isotropic heads tuned the same way. ``A`` is kept where its
+    against the isotropic heads' losses there. ``A`` is kept where its
     log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
     errors of the paired difference, and then fitted on every tuning query
     (at most ``MAX_METRIC_TOKENS``). ``"diagonal"`` and ``"full"`` fit it on
@@ -198,20 +198,24 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
         return MetricChoice(None, np.nan, np.nan)
 
     def judged(metric, judging_rows):
-        # a fixed seed: the judging queries number under MAX_TUNING_QUERIES,
-        # so no draw is made, but both fits must see the same rows
+        # the judging queries number under MAX_TUNING_QUERIES: no draw is made
         return fit_kernel_heads(
             X, labels, n_classes, linear_scores=linear_scores,
             random_state=np.random.RandomState(0), device=device, weights=weights,
             candidate_rows=np.sort(judging_rows), metric=metric, **tuning,
         ).kernel_losses  # fmt: skip
 
+    # the isotropic heads' losses of the judging queries, from their own fit
+    # (tuned on every tuning query: as much in their favour as the learned
+    # heads' tuning on the judging half is in theirs)
+    position = {row: i for i, row in enumerate(isotropic.tuning_rows)}
     learned_losses, isotropic_losses, judging_rows = [], [], []
     for fit_half, judging_half in ((halves[0], halves[1]), (halves[1], halves[0])):
         A, parameters, _ = learned(fit_half)
+        judging_half = np.sort(judging_half)
         learned_losses.append(judged(A, judging_half))
-        isotropic_losses.append(judged(None, judging_half))
-        judging_rows.append(np.sort(judging_half))
+        isotropic_losses.append(isotropic.kernel_losses[[position[r] for r in judging_half]])
+        judging_rows.append(judging_half)
     learned_losses, isotropic_losses = (
         np.concatenate(learned_losses),
         np.concatenate(isotropic_losses),
