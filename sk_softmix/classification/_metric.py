@@ -119,6 +119,7 @@ def learn_metric(
     parameters : ndarray
         ``s`` (d,) for the diagonal metric, ``A`` for the full one.
     readout : float
+        Where the loss did not stay finite, the start's parameters.
     """
     dtype = torch.float64
     features = as_tensor(np.asarray(X, dtype=np.float64), device, dtype)
@@ -131,8 +132,11 @@ def learn_metric(
         log_weights = query_weights.log()
     if start is None:
         start = metric_start(np.asarray(X, dtype=np.float64), bandwidth, kind, rank)
-    parameters = as_tensor(start, device, dtype).requires_grad_(True)
-    log_readout = torch.tensor(np.log(readout if readout > 0 else 1.0), dtype=dtype, device=device)
+    # a copy: L-BFGS updates its parameters in place
+    parameters = torch.tensor(np.array(start, dtype=np.float64), dtype=dtype, device=device)
+    parameters.requires_grad_(True)
+    start_readout = readout if readout > 0 else 1.0
+    log_readout = torch.tensor(np.log(start_readout), dtype=dtype, device=device)
     log_readout.requires_grad_(True)
     optimiser = torch.optim.LBFGS(
         [parameters, log_readout], max_iter=MAX_METRIC_ITERATIONS, line_search_fn="strong_wolfe"
@@ -148,8 +152,12 @@ def learn_metric(
         return loss
 
     optimiser.step(closure)
-    fitted = parameters.detach().cpu().numpy()
-    return np.asarray(metric_matrix(fitted)), fitted, float(log_readout.detach().exp())
+    fitted = parameters.detach().cpu().numpy().copy()
+    fitted_readout = float(log_readout.detach().exp())
+    if not (np.all(np.isfinite(fitted)) and np.isfinite(fitted_readout)):
+        # a step that overflowed: the start, which the isotropic heads had
+        fitted, fitted_readout = np.array(start, dtype=np.float64), start_readout
+    return np.asarray(metric_matrix(fitted)), fitted, fitted_readout
 
 
 class MetricChoice(NamedTuple):

@@ -124,3 +124,22 @@ def test_kernel_heads_of_a_metric():
     heads = kernel_heads(3, 3, [0.5, 2.0], [1.0, 3.0], A)
     np.testing.assert_allclose(heads["U11"][0], A.T @ A / 0.25)
     np.testing.assert_allclose(heads["W"][1], A.T @ A / 4.0)
+
+
+def test_a_fit_that_overflows_keeps_its_start(monkeypatch):
+    # a loss that goes non-finite leaves the isotropic start, not NaN
+    import sk_softmix.classification._metric as metric_module
+
+    finite = metric_module.metric_loss
+
+    def overflowing(A, *args, **kwargs):
+        return finite(A, *args, **kwargs) * torch.inf
+
+    monkeypatch.setattr(metric_module, "metric_loss", overflowing)
+    rng = np.random.default_rng(6)
+    X, y = _xor_in_noise(100, rng)
+    A, scales, readout = learn_metric(
+        X, y, 2, np.zeros((100, 1)), 2.0, 3.0, "diagonal", 8, torch.device("cpu")
+    )
+    np.testing.assert_array_equal(scales, np.full(8, 0.5))
+    assert readout == 3.0
