@@ -112,6 +112,7 @@ def fit_kernel_heads(
     candidate_rows=None,
     left_in=None,
     metric=None,
+    bandwidths=None,
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -144,6 +145,13 @@ def fit_kernel_heads(
     candidate_rows : ndarray, default=None
         The rows whose ``linear_scores`` are out-of-fold, among which the
         tuning queries are drawn (``None``: every row).
+    metric : ndarray of shape (rank, d), default=None
+        The heads' learned metric ``A`` (``_metric``): the kernel runs in
+        the features ``A x``. ``None``: isotropic.
+    bandwidths : array-like, default=None
+        The bandwidths tried (in the kernel's features); ``None``:
+        ``BANDWIDTH_FACTORS`` times the median leave-one-out distance of a
+        tuning query to its nearest token.
     left_in : ndarray of shape (n,), default=None
         The share of its own token's weight each training query keeps in
         the prompt (``_tokens.left_in_shares``: a token of repeated rows
@@ -174,8 +182,8 @@ def fit_kernel_heads(
     tuning_weights = None if weights is None else weights[rows]
     own_log_weights = _own_log_weights(rows, positions, weights, left_in)
     if n_neighbors is None:
-        votes, scale = _exact_votes(
-            X, labels, n_classes, prompt_indices, rows, positions, weights, device
+        votes, bandwidths = _exact_votes(
+            X, labels, n_classes, prompt_indices, rows, positions, weights, device, bandwidths
         )
         if own_log_weights is not None:
             _put_back_own_copies(
@@ -188,11 +196,11 @@ def fit_kernel_heads(
                 positions,
                 weights,
                 own_log_weights,
-                scale * BANDWIDTH_FACTORS,
+                bandwidths,
             )
         measured_left_out = None
     else:
-        votes, scale, measured_left_out = _neighbour_votes(
+        votes, bandwidths, measured_left_out = _neighbour_votes(
             X,
             labels,
             n_classes,
@@ -202,8 +210,8 @@ def fit_kernel_heads(
             weights,
             n_neighbors,
             own_log_weights,
+            bandwidths,
         )
-    bandwidths = scale * BANDWIDTH_FACTORS
     tuning_labels = labels[rows]
     base = linear_scores[rows].astype(np.float64)
 
@@ -267,16 +275,21 @@ class KernelFit(NamedTuple):
     temperature: float
 
 
-def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights, device):
-    """Leave-one-out votes (per bandwidth factor) of the tuning rows over the whole
-    prompt on the engine, in float32, and the bandwidth scale."""
+def _exact_votes(
+    X, labels, n_classes, prompt_indices, rows, positions, weights, device, bandwidths=None
+):
+    """Leave-one-out votes of the tuning rows over the whole prompt on the engine,
+    in float32, one per bandwidth of the grid, and the grid (``bandwidths``,
+    or ``BANDWIDTH_FACTORS`` times the median nearest-neighbour distance)."""
     features = as_tensor(X, device, torch.float32)
     targets = as_tensor(labels, device)
     prompt_rows = as_tensor(prompt_indices, device)
     prompt = classifier_tokens(features[prompt_rows], targets[prompt_rows], n_classes)
     queries = features[as_tensor(rows, device)]
     exclude = as_tensor(positions[rows], device)
-    scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
+    if bandwidths is None:
+        scale = nearest_neighbour_scale(queries, features[prompt_rows], exclude)
+        bandwidths = scale * BANDWIDTH_FACTORS
     token_bias = None
     if weights is not None:
         token_bias = as_tensor(np.log(weights[prompt_indices]), device, torch.float32)
@@ -285,9 +298,9 @@ def _exact_votes(X, labels, n_classes, prompt_indices, rows, positions, weights,
         .double()
         .cpu()
         .numpy()
-        for h in scale * BANDWIDTH_FACTORS
+        for h in bandwidths
     ]
-    return votes, scale
+    return votes, np.asarray(bandwidths)
 
 
 def _own_log_weights(rows, positions, weights, left_in):
@@ -343,11 +356,13 @@ def _put_back_own_copies(
 
 
 def _neighbour_votes(
-    X, labels, n_classes, prompt_indices, rows, positions, weights, k, own_log_weights=None
-):
+    X, labels, n_classes, prompt_indices, rows, positions, weights, k, own_log_weights=None,
+    bandwidths=None,
+):  # fmt: skip
     """Leave-one-out votes of the tuning rows over their ``k`` nearest prompt
-    tokens (float64), the bandwidth scale, and a function measuring the share
-    of mass they leave out at a bandwidth. Queries with a finite
+    tokens (float64) per bandwidth of the grid, the grid (as
+    :func:`_exact_votes`), and a function measuring the share of mass they
+    leave out at a bandwidth. Queries with a finite
     ``own_log_weights`` keep their own token at that weight
     (:func:`~._neighbours.with_own_copies`)."""
     prompt_X = np.asarray(X[prompt_indices], dtype=np.float64)
@@ -357,8 +372,11 @@ def _neighbour_votes(
     # the median distance to the nearest token that is not the query itself
     positive = np.where(distances > 0, distances, np.inf).min(axis=1)
     positive = positive[np.isfinite(positive)]
-    # the lower median, as the exact path's torch.median
-    scale = float(np.sort(positive)[(len(positive) - 1) // 2]) if len(positive) else 1.0
+    if bandwidths is None:
+        # the lower median, as the exact path's torch.median
+        scale = float(np.sort(positive)[(len(positive) - 1) // 2]) if len(positive) else 1.0
+        bandwidths = scale * BANDWIDTH_FACTORS
+    bandwidths = np.asarray(bandwidths)
     blocks = np.asarray(label_blocks(labels[prompt_indices], n_classes), dtype=np.float64)
     log_weights = np.log(token_weights)
     listed, listed_indices, entry_log_weights = distances, indices, log_weights
@@ -367,8 +385,7 @@ def _neighbour_votes(
             distances, indices, log_weights, exclude, own_log_weights
         )
     votes = [
-        truncated_votes(listed, listed_indices, blocks, entry_log_weights, h)
-        for h in scale * BANDWIDTH_FACTORS
+        truncated_votes(listed, listed_indices, blocks, entry_log_weights, h) for h in bandwidths
     ]
 
     def measured_left_out(k):
@@ -376,14 +393,14 @@ def _neighbour_votes(
         (only for the bandwidths kept: each costs an exact pass); without a
         query's own copy, whose mass would count as kept: a bound where it
         keeps one."""
-        h = scale * BANDWIDTH_FACTORS[k]
+        h = bandwidths[k]
         # tuning queries spread over the (sorted) rows
         some = np.unique(np.linspace(0, len(rows) - 1, MAX_SHARE_QUERIES).astype(int))
         return left_out_exactly(
             prompt_X, X[rows][some], distances[some], indices[some], token_weights, h, exclude[some]
         )
 
-    return votes, scale, measured_left_out
+    return votes, bandwidths, measured_left_out
 
 
 def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=None) -> bool:

@@ -37,6 +37,10 @@ METRICS = ("auto", "isotropic", "diagonal", "full")
 # its cost per iteration).
 MAX_METRIC_ITERATIONS = 30
 MAX_METRIC_TOKENS = 500
+# Bandwidths (in the learned features, where the fit's is 1) at which the
+# metric's heads are judged: half-octaves about 1, since the judging queries
+# vote over the whole prompt, denser than the half the metric was fitted on.
+JUDGING_BANDWIDTHS = 2.0 ** np.arange(-1.5, 0.51, 0.5)
 # Standard errors by which the learned metric's held-out log-loss must beat
 # the isotropic heads' (``metric="auto"``).
 N_STANDARD_ERRORS = 2.0
@@ -178,8 +182,8 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     and ``A`` is fitted on each half (at most ``MAX_METRIC_TOKENS`` of it)
     and judged on the other: the heads in its features, their bandwidth,
     read-out and temperature tuned on the judging half as
-    :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt),
-    against the isotropic heads' losses there. ``A`` is kept where its
+    :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt, at
+    ``JUDGING_BANDWIDTHS``), against the isotropic heads' losses there. ``A`` is kept where its
     log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
     errors of the paired difference, and then fitted on every tuning query
     (at most ``MAX_METRIC_TOKENS``). ``"diagonal"`` and ``"full"`` fit it on
@@ -210,7 +214,8 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
         return fit_kernel_heads(
             X, labels, n_classes, linear_scores=linear_scores,
             random_state=np.random.RandomState(0), device=device, weights=weights,
-            candidate_rows=np.sort(judging_rows), metric=metric, **tuning,
+            candidate_rows=np.sort(judging_rows), metric=metric,
+            bandwidths=JUDGING_BANDWIDTHS, **tuning,
         ).kernel_losses  # fmt: skip
 
     # the isotropic heads' losses of the judging queries, from their own fit

@@ -104,7 +104,10 @@ def test_the_classifier_on_neighbours_is_within_its_share_of_the_exact_heads():
     # each head's read-out times the share of its mass left out
     rng = np.random.default_rng(3)
     X, y = _xor(rng, 1500)
-    model = SoftmaxAttentionClassifier(n_neighbors=30, random_state=0).fit(X, y)
+    # the isotropic metric, whose bandwidth U11 = I / h^2 gives (the learned
+    # one's neighbour path: test_learned_metric)
+    model = SoftmaxAttentionClassifier(n_neighbors=30, metric="isotropic", random_state=0)
+    model.fit(X, y)
     assert model.init_ == "kernel" and model.n_neighbors_ == 30
     assert 0 <= model.neighbour_mass_left_out_ <= 1
     queries = rng.normal(size=(300, 2)) * 2.5
