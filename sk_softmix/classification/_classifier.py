@@ -181,10 +181,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         - ``"auto"``: the diagonal metric where, fitted on each half of the
           tuning queries and judged on the other, it beats the isotropic
           heads by two standard errors of the held-out log-loss; else
-          isotropic.
+          isotropic (always where a half has fewer queries than there are
+          features).
     metric_rank : int or None, default=None
-        Rows of ``A`` for ``metric="full"`` (``None``: ``n_features``); the
-        fit starts from the leading principal directions below full rank.
+        Rows of ``A`` for ``metric="full"`` (``None``, or any value above
+        ``n_features``: ``n_features``); the fit starts from the leading
+        principal directions below full rank. Unused by the other metrics.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes, multiplying ``sample_weight`` as in
         :class:`~sklearn.linear_model.LogisticRegression`: a dict ``{label:
@@ -980,7 +982,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                     prompt_indices=prompt_indices, n_heads=self.n_heads,
                     n_neighbors=n_neighbors, left_in=left_in,
                 )  # fmt: skip
-                if self.verbose and self.metric == "auto":
+                if self.verbose and self.metric == "auto" and np.isfinite(choice.learned_loss):
                     print(
                         f"[SoftmaxAttentionClassifier] diagonal metric: held-out log-loss "
                         f"{choice.learned_loss:.4f} against {choice.isotropic_loss:.4f} "

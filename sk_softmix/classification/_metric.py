@@ -183,8 +183,9 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     and judged on the other: the heads in its features, their bandwidth,
     read-out and temperature tuned on the judging half as
     :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt, at
-    ``JUDGING_BANDWIDTHS``), against the isotropic heads' losses there. ``A`` is kept where its
-    log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
+    ``JUDGING_BANDWIDTHS``), against the isotropic heads' losses there (not
+    at all where a half has fewer queries than ``A`` has scales). ``A`` is
+    kept where its log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
     errors of the paired difference, and then fitted on every tuning query
     (at most ``MAX_METRIC_TOKENS``). ``"diagonal"`` and ``"full"`` fit it on
     them at once and keep it. ``tuning`` holds the other arguments of
@@ -206,7 +207,10 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     if kind != "auto":
         return MetricChoice(learned(rows)[0], np.nan, np.nan)
     halves = np.array_split(rows, 2)
-    if min(len(half) for half in halves) < 2:
+    if min(len(half) for half in halves) < max(2, X.shape[1]):
+        # fewer fitting queries than scales to fit: the metric would fit the
+        # half's noise (lfw_subset, 625 pixels and 80 queries a half: kept in
+        # one fold of five, it doubled the log-loss)
         return MetricChoice(None, np.nan, np.nan)
 
     def judged(metric, judging_rows):

@@ -143,3 +143,11 @@ def test_a_fit_that_overflows_keeps_its_start(monkeypatch):
     )
     np.testing.assert_array_equal(scales, np.full(8, 0.5))
     assert readout == 3.0
+
+
+def test_no_metric_is_tried_with_fewer_queries_than_features():
+    # 80 points in 62 features: each half has 40 queries for 62 scales
+    rng = np.random.default_rng(7)
+    X, y = _xor_in_noise(80, rng, n_noise=60)
+    model = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.metric_, np.eye(62))
