@@ -186,18 +186,14 @@ def fit_kernel_heads(
             X, labels, n_classes, prompt_indices, rows, positions, weights, device, bandwidths
         )
         if own_log_weights is not None:
-            _put_back_own_copies(
-                votes,
-                X,
-                labels,
-                n_classes,
-                prompt_indices,
-                rows,
-                positions,
-                weights,
-                own_log_weights,
-                bandwidths,
+            token_weights = np.ones(n) if weights is None else weights
+            prompt = (
+                X[prompt_indices],
+                label_blocks(labels[prompt_indices], n_classes),
+                np.log(token_weights[prompt_indices]),
             )
+            own = positions[rows]
+            _put_back_own_copies(votes, X[rows], own, own_log_weights, prompt, bandwidths)
         measured_left_out = None
     else:
         votes, bandwidths, measured_left_out = _neighbour_votes(
@@ -317,39 +313,28 @@ def _own_log_weights(rows, positions, weights, left_in):
         return np.log(kept)
 
 
-def _put_back_own_copies(
-    votes,
-    X,
-    labels,
-    n_classes,
-    prompt_indices,
-    rows,
-    positions,
-    weights,
-    own_log_weights,
-    bandwidths,
-):
+def _put_back_own_copies(votes, queries, own, own_log_weights, prompt, bandwidths):
     """Recompute, in float64 over the whole prompt, the votes of the tuning queries
-    that keep part of their own token (at distance 0, log-weight
-    ``own_log_weights``); ``votes`` (one (len(rows), width) per bandwidth) in place."""
+    that keep part of their own token.
+
+    ``queries`` (m, d) are the tuning queries, ``own`` (m,) their tokens'
+    positions in the prompt, ``own_log_weights`` (m,) the log-weight each
+    keeps of it (``-inf``: none, the vote stays as it is); ``prompt`` is
+    ``(features (L, d), label blocks (L, width), log-weights (L,))``;
+    ``votes`` (one (m, width) per bandwidth) are updated in place.
+    """
     again = np.flatnonzero(np.isfinite(own_log_weights))
-    tokens = torch.as_tensor(np.asarray(X[prompt_indices], dtype=np.float64))
-    blocks = torch.as_tensor(
-        np.asarray(label_blocks(labels[prompt_indices], n_classes)), dtype=torch.float64
-    )
-    log_weights = torch.zeros(len(prompt_indices), dtype=torch.float64)
-    if weights is not None:
-        log_weights = torch.as_tensor(np.log(weights[prompt_indices]))
+    tokens, blocks, log_weights = (torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in prompt)
     # blocks of queries whose distances to every token fit in about 64 MiB
     step = max(1, 2**23 // max(len(tokens), 1))
     for start in range(0, len(again), step):
         chosen = again[start : start + step]
-        queries = torch.as_tensor(np.asarray(X[rows[chosen]], dtype=np.float64))
-        squared = torch.cdist(queries, tokens).square_()
-        own = torch.as_tensor(positions[rows[chosen]])
-        squared[torch.arange(len(chosen)), own] = 0.0  # the copy is the query itself
+        squared = torch.cdist(torch.as_tensor(queries[chosen], dtype=torch.float64), tokens)
+        squared.square_()
+        mine = (torch.arange(len(chosen)), torch.as_tensor(own[chosen]))
+        squared[mine] = 0.0  # the copy is the query itself
         token_log_weights = log_weights.expand(len(chosen), -1).clone()
-        token_log_weights[torch.arange(len(chosen)), own] = torch.as_tensor(own_log_weights[chosen])
+        token_log_weights[mine] = torch.as_tensor(own_log_weights[chosen])
         for vote, h in zip(votes, bandwidths, strict=True):
             logits = squared * (-0.5 / h**2) + token_log_weights
             vote[chosen] = (torch.softmax(logits, dim=1) @ blocks).numpy()
