@@ -298,7 +298,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     metric_ : ndarray of shape (rank, n_features)
         Kernel heads only: the metric ``A`` of their kernel, ``U11_[h] =
         A^T A / h^2`` (``metric``), in the model's coordinates; the identity
-        where the isotropic metric is kept.
+        where the isotropic metric is kept (or none was tried).
     temperature_ : float
         The read-out temperature of kernel heads: the skip map, intercept
         and read-outs are its multiples of those fitted, so that the
@@ -1022,7 +1022,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self.n_neighbors_ = n_neighbors
         self.neighbour_mass_left_out_ = left_out
         self.temperature_ = temperature
-        self.metric_ = np.eye(X.shape[1]) if metric is None or not kept else metric
+        # the A of U11_ = A^T A / h^2, whether the heads read out or not
+        self.metric_ = np.eye(X.shape[1]) if metric is None else metric
         self.init_ = "kernel" if kept else ("linear" if self.init == "auto" else "lda")
         self.linear_start_ = linear
         self.history_ = {"loss": np.empty(0)}

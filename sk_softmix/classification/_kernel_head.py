@@ -113,6 +113,7 @@ def fit_kernel_heads(
     left_in=None,
     metric=None,
     bandwidths=None,
+    measure_left_out=True,
 ):
     """Bandwidths and read-outs of ``n_heads`` kernel heads on top of a linear score.
 
@@ -152,6 +153,10 @@ def fit_kernel_heads(
         The bandwidths tried (in the kernel's features); ``None``:
         ``BANDWIDTH_FACTORS`` times the median leave-one-out distance of a
         tuning query to its nearest token.
+    measure_left_out : bool, default=True
+        Whether to measure, over the whole prompt, the share of mass the
+        neighbour restriction leaves out (an exact pass per head kept);
+        ``False`` reports 0 (fits whose losses alone are wanted).
     left_in : ndarray of shape (n,), default=None
         The share of its own token's weight each training query keeps in
         the prompt (``_tokens.left_in_shares``: a token of repeated rows
@@ -243,7 +248,7 @@ def fit_kernel_heads(
     chosen_left_out = [0.0] + [
         float(measured_left_out(k).max())
         for k, beta in chosen
-        if beta > 0 and measured_left_out is not None
+        if beta > 0 and measured_left_out is not None and measure_left_out
     ]
     linear_losses = score_losses(linear, tuning_labels)
     n_features = X.shape[1] if metric is None else metric.shape[1]
@@ -355,9 +360,9 @@ def _neighbour_votes(
     exclude = positions[rows]
     distances, indices = nearest_tokens(token_index(prompt_X), X[rows], k, exclude)
     # the median distance to the nearest token that is not the query itself
-    positive = np.where(distances > 0, distances, np.inf).min(axis=1)
-    positive = positive[np.isfinite(positive)]
     if bandwidths is None:
+        positive = np.where(distances > 0, distances, np.inf).min(axis=1)
+        positive = positive[np.isfinite(positive)]
         # the lower median, as the exact path's torch.median
         scale = float(np.sort(positive)[(len(positive) - 1) // 2]) if len(positive) else 1.0
         bandwidths = scale * BANDWIDTH_FACTORS

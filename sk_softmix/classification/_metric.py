@@ -185,8 +185,9 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     :func:`~._kernel_head.fit_kernel_heads` does (over the whole prompt, at
     ``JUDGING_BANDWIDTHS``), against the isotropic heads' losses there (not
     at all where a half has fewer queries than ``A`` has scales). ``A`` is
-    kept where its log-loss over both halves is lower by ``N_STANDARD_ERRORS`` standard
-    errors of the paired difference, and then fitted on every tuning query
+    kept where its log-loss over both halves is lower by
+    ``N_STANDARD_ERRORS`` standard errors of the paired difference, and then
+    fitted on every tuning query
     (at most ``MAX_METRIC_TOKENS``). ``"diagonal"`` and ``"full"`` fit it on
     them at once and keep it. ``tuning`` holds the other arguments of
     ``fit_kernel_heads`` (``prompt_indices``, ``n_heads``, ``n_neighbors``,
@@ -219,19 +220,20 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
             X, labels, n_classes, linear_scores=linear_scores,
             random_state=np.random.RandomState(0), device=device, weights=weights,
             candidate_rows=np.sort(judging_rows), metric=metric,
-            bandwidths=JUDGING_BANDWIDTHS, **tuning,
+            bandwidths=JUDGING_BANDWIDTHS, measure_left_out=False, **tuning,
         ).kernel_losses  # fmt: skip
 
     # the isotropic heads' losses of the judging queries, from their own fit
     # (tuned on every tuning query: as much in their favour as the learned
     # heads' tuning on the judging half is in theirs)
-    position = {row: i for i, row in enumerate(isotropic.tuning_rows)}
     learned_losses, isotropic_losses, judging_rows = [], [], []
     for fit_half, judging_half in ((halves[0], halves[1]), (halves[1], halves[0])):
         A, parameters, _ = learned(fit_half)
         judging_half = np.sort(judging_half)
         learned_losses.append(judged(A, judging_half))
-        isotropic_losses.append(isotropic.kernel_losses[[position[r] for r in judging_half]])
+        # tuning_rows are sorted: each judging query's place among them
+        where = np.searchsorted(isotropic.tuning_rows, judging_half)
+        isotropic_losses.append(isotropic.kernel_losses[where])
         judging_rows.append(judging_half)
     learned_losses, isotropic_losses = (
         np.concatenate(learned_losses),
