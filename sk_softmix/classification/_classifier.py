@@ -992,10 +992,17 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                     )
                 if choice.metric is not None:
                     metric = choice.metric
+                    isotropic_rows = fitted.tuning_rows
                     fitted = fit_kernel_heads(
                         X, labels, n_classes, prompt_indices, linear_scores, self.n_heads,
-                        random_state, device, weights, n_neighbors, selection, left_in, metric,
+                        random_state, device, weights, n_neighbors, isotropic_rows, left_in,
+                        metric,
                     )  # fmt: skip
+                    if choice.held_out_losses is not None:
+                        # the refit's losses are of the queries the metric was fitted
+                        # on: the heads are judged against the linear start by the
+                        # cross-fitted ones (ionosphere: 0.135 in-sample, 0.288 held out)
+                        fitted = fitted._replace(kernel_losses=choice.held_out_losses)
             heads, tuning_weights = fitted.heads, fitted.tuning_weights
             kernel_losses, linear_losses = fitted.kernel_losses, fitted.linear_losses
             kept = self.early_stopping is False or heads_beat_linear(

@@ -151,3 +151,49 @@ def test_no_metric_is_tried_with_fewer_queries_than_features():
     X, y = _xor_in_noise(80, rng, n_noise=60)
     model = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.metric_, np.eye(62))
+
+
+def test_the_heads_of_a_kept_metric_are_judged_by_cross_fitted_losses():
+    # each tuning query's held-out loss comes from the metric fitted on the
+    # other half: recomputed here from the same draw, query by query
+    from sk_softmix.classification._kernel_head import fit_kernel_heads
+    from sk_softmix.classification._metric import JUDGING_BANDWIDTHS, metric_for_heads
+
+    rng = np.random.default_rng(5)
+    X, y = _xor_in_noise(300, rng)
+    linear = np.zeros((300, 1))
+    device = torch.device("cpu")
+    tuning = dict(prompt_indices=np.arange(300), n_heads=1, n_neighbors=None, left_in=None)
+    isotropic = fit_kernel_heads(
+        X, y, 2, linear_scores=linear, random_state=np.random.RandomState(0), device=device,
+        **tuning,
+    )  # fmt: skip
+    choice = metric_for_heads(
+        "auto", 8, X, y, 2, linear, isotropic, np.random.RandomState(1), device, **tuning
+    )
+    assert choice.metric is not None
+    assert choice.held_out_losses.shape == (300,)
+    assert choice.learned_loss == pytest.approx(choice.held_out_losses.mean(), rel=1e-12)
+    # the same draw of halves; the metric fitted on the first judges the second
+    rows = np.random.RandomState(1).permutation(isotropic.tuning_rows)
+    first, second = np.array_split(rows, 2)
+    first = np.sort(first)
+    A, _, _ = learn_metric(
+        X[first], y[first], 2, linear[first],
+        1.0 / np.sqrt(isotropic.heads["U11"][0, 0, 0]),
+        float(np.ravel(isotropic.heads["v22"])[0]) / isotropic.temperature,
+        "diagonal", 8, device,
+    )  # fmt: skip
+    second = np.sort(second)
+    judged = fit_kernel_heads(
+        X, y, 2, linear_scores=linear, random_state=np.random.RandomState(0), device=device,
+        candidate_rows=second, metric=A, bandwidths=JUDGING_BANDWIDTHS, measure_left_out=False,
+        **tuning,
+    ).kernel_losses  # fmt: skip
+    np.testing.assert_allclose(choice.held_out_losses[second], judged, rtol=1e-10)
+    # and they are held out: above the losses of the metric refitted on every query
+    refit = fit_kernel_heads(
+        X, y, 2, linear_scores=linear, random_state=np.random.RandomState(0), device=device,
+        metric=choice.metric, **tuning,
+    )  # fmt: skip
+    assert choice.held_out_losses.mean() > refit.kernel_losses.mean()
