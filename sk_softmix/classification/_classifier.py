@@ -42,7 +42,12 @@ from ._heads import (
     to_fitted_shapes,
 )
 from ._kernel_head import N_STANDARD_ERRORS, fit_kernel_heads, heads_beat_linear, kernel_heads
-from ._linear_starts import best_linear_start, cross_validated_scores, linear_skip
+from ._linear_starts import (
+    best_linear_start,
+    cross_validated_scores,
+    quadratic_scores,
+    start_maps,
+)
 from ._metric import METRICS, metric_for_heads
 from ._metric import N_STANDARD_ERRORS as METRIC_STANDARD_ERRORS
 from ._neighbours import neighbour_head_votes, resolve_n_neighbors, token_index
@@ -122,7 +127,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         - ``"auto"``: with kernel heads, the linear start is the one of
           ``LinearDiscriminantAnalysis()``,
           ``LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto")``
-          and ``LogisticRegression()`` of lowest 5-fold cross-validated
+          and ``LogisticRegression()``, or logistic regression on the
+          features and their products (the quadratic start, up to 43
+          features), of lowest 5-fold cross-validated
           log-loss on the training set, LDA unless another beats it by one
           standard error (``linear_start_`` says which), and the heads are
           kept only if their held-out log-loss beats it by two standard
@@ -333,9 +340,13 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         (``linear_start_`` says which), ``"lda"`` when LDA's linear start
         won the validation or training never ran, else the paper's start.
     linear_start_ : str or None
-        The linear classifier in the skip map: ``"lda"``,
-        ``"shrinkage_lda"`` or ``"logistic"`` (always ``"lda"`` for
-        bilinear heads); ``None`` with ``residual=False``.
+        The start in the skip map: the linear classifiers ``"lda"``,
+        ``"shrinkage_lda"`` or ``"logistic"``, or ``"quadratic"`` (always
+        ``"lda"`` for bilinear heads); ``None`` with ``residual=False``.
+    quadratic_ : ndarray of shape (1 or n_classes, n_features, n_features) or None
+        The quadratic start's ``Q`` (symmetric, one per score as ``skip_``):
+        the decision function gains ``x^T Q x`` in the model's coordinates;
+        ``None`` for every other start.
     history_ : dict of ndarray
         For the kept run, per loss evaluation, at the parameters where that
         loss was computed (before the step): ``"loss"``, and for binary problems the effective
@@ -412,10 +423,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     the same softmax with a learned metric. The fit is closed-form and
     held-out throughout:
 
-    1. The linear start: LDA, shrinkage LDA and logistic regression are
-       compared by 5-fold cross-validated log-loss on the training set;
-       LDA stays unless another beats it by one standard error
-       (``linear_start_``). Their out-of-fold scores are kept.
+    1. The start: LDA, shrinkage LDA, logistic regression and logistic
+       regression on the features and their pairwise products (a quadratic
+       score, ``quadratic_``) are compared by 5-fold cross-validated
+       log-loss on the training set; LDA stays unless another beats it by
+       one standard error (``linear_start_``). Their out-of-fold scores are
+       kept.
     2. Each head's bandwidth ``h`` (13 half-octave multiples of the median
        nearest-neighbour distance) and read-out ``beta`` (17 values and 0)
        minimise the log-loss of the out-of-fold linear score plus the
@@ -949,7 +962,13 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             linear, selection_scores, _ = best_linear_start(
                 X[chosen], labels[chosen], seed, chosen_weights, n_effective(chosen)
             )
-        skip, intercept = linear_skip(linear, X, labels, weights)
+        if linear == "quadratic":
+            # fitted where it was judged: on the selection, whose size bounds its
+            # columns' cost (``quadratic_tried``)
+            skip, intercept, quadratic = start_maps(linear, X[chosen], labels[chosen],
+                                                    chosen_weights)  # fmt: skip
+        else:
+            skip, intercept, quadratic = start_maps(linear, X, labels, weights)
         # heads that read out exactly 0 unless the grid search keeps them
         heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
         kept, left_out, temperature, metric = False, 0.0, 1.0, None
@@ -1023,9 +1042,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             # the read-out temperature: the heads' read-outs carry it already
             temperature = fitted.temperature if kept else 1.0
             skip, intercept = temperature * skip, temperature * intercept
+            if quadratic is not None:
+                quadratic = temperature * quadratic
             left_out = fitted.left_out if kept else 0.0
         heads.update(skip=skip, intercept=intercept)
         self._set_fitted(heads, classes, X, labels, prompt_indices, device, weights, rows)
+        self.quadratic_ = quadratic
         self.n_neighbors_ = n_neighbors
         self.neighbour_mass_left_out_ = left_out
         self.temperature_ = temperature
@@ -1061,15 +1083,19 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         )
         self.device_ = str(device)
         self.temperature_ = 1.0
+        self.quadratic_ = None
 
     def _scores(self, X):
         features = (X - self.feature_mean_) / self.feature_scale_  # the model's coordinates
+        # the quadratic start's x^T Q x (models saved before it have none)
+        quadratic = quadratic_scores(getattr(self, "quadratic_", None), features)
         if self.residual and not (np.any(self.v21_) or np.any(self.v22_)):
-            # heads that read out nothing return exactly 0: the linear start
-            scores = features @ self.skip_.T.astype(features.dtype) + self.intercept_
+            # heads that read out nothing return exactly 0: the start alone
+            scores = features @ self.skip_.T.astype(features.dtype) + self.intercept_ + quadratic
             return scores.astype(X.dtype, copy=False)
         if getattr(self, "n_neighbors_", None) is not None:
-            return self._neighbour_scores(features).astype(X.dtype, copy=False)
+            scores = self._neighbour_scores(features) + quadratic
+            return scores.astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         n_classes = len(self.classes_)
         dtype = torch_dtype_of(X)
@@ -1094,7 +1120,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             features = as_tensor(features, device, dtype)  # see ``standardize``
         chunk = queries_per_chunk(self.transform_batch_size, self.n_heads, len(prompt))
 
-        def scores(start, stop):
+        def chunk_scores(start, stop):
             # the engine chunks the queries, reusing one scores buffer
             return classifier_scores(
                 parameters, features[start:stop], prompt, None, chunk, token_bias
@@ -1104,7 +1130,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         if not fused_kernel_available(device, leave_one_out=False):
             fused_scores = None
         with torch.no_grad():
-            return predict_on_threads(device, len(X), chunk, scores, fused_scores).cpu().numpy()
+            scores = predict_on_threads(device, len(X), chunk, chunk_scores, fused_scores)
+        scores = scores.cpu().numpy()
+        return (scores + quadratic).astype(scores.dtype, copy=False)
 
     def _neighbour_scores(self, features):
         """The linear start's score plus the kernel heads' votes over each query's

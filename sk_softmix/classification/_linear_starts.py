@@ -11,11 +11,21 @@ training set (``best_linear_start``):
 - ``"lda"``: ``LinearDiscriminantAnalysis()``;
 - ``"shrinkage_lda"``: ``LinearDiscriminantAnalysis(solver="lsqr",
   shrinkage="auto")``, the Ledoit-Wolf shrunk pooled covariance;
-- ``"logistic"``: ``LogisticRegression()`` (L2, ``C=1``).
+- ``"logistic"``: ``LogisticRegression()`` (L2, ``C=1``);
+- ``"quadratic"``: ``LogisticRegression(C=0.3)`` on the features and their
+  pairwise products ``x_j x_k``, each standardised: the score
+  ``x^T Q x + b^T x + c`` of Gaussian classes with unequal covariances (QDA's
+  form), fitted discriminatively. A kernel vote cannot reach it where the
+  classes differ in spread over many features: on ionosphere (33 features)
+  the vote on top of the logistic start had 0.886 accuracy, the quadratic
+  score alone 0.940, as the RBF SVC (whose wide kernel, ``gamma="scale"``,
+  is close to a low-degree polynomial). Tried where the products are few
+  enough (``quadratic_tried``).
 
 Each gives a skip map and intercept of the classifier's shapes, ``(width,
 d)`` and ``(width,)``, with ``width`` 1 for two classes (the score of
-``classes_[1]``) and ``C`` otherwise.
+``classes_[1]``) and ``C`` otherwise, and the quadratic start its ``Q``,
+``(width, d, d)``.
 """
 
 import warnings
@@ -33,7 +43,18 @@ from ._heads import classification_losses, lda_skip
 from ._tokens import equal_weights
 from ._weighted_linear import weighted_lda
 
-LINEAR_STARTS = ("lda", "shrinkage_lda", "logistic")
+LINEAR_STARTS = ("lda", "shrinkage_lda", "logistic", "quadratic")
+
+# The quadratic start's inverse penalty on its standardised columns: on the
+# KEEL panel the best C of 0.03, 0.1, 0.3 and 1 ranged over all four, and 0.3
+# was within 0.02 accuracy of the best on each set where the quadratic start
+# beat the linear ones (ionosphere, bupa, hayes-roth, vehicle). It is tried
+# where its columns (d + d(d+1)/2) are at most MAX_QUADRATIC_COLUMNS and the
+# rows times columns at most MAX_QUADRATIC_ENTRIES: its cost, a logistic
+# regression on them per fold.
+QUADRATIC_C = 0.3
+MAX_QUADRATIC_COLUMNS = 1000
+MAX_QUADRATIC_ENTRIES = 4_000_000
 
 # Folds of the cross-validation that compares the linear starts (fewer when
 # a class has fewer samples), and the standard errors by which a regularised
@@ -88,13 +109,75 @@ def linear_skip(
             warnings.simplefilter("ignore", ConvergenceWarning)
             model = LogisticRegression(max_iter=1000).fit(X, labels, sample_weight=sample_weight)
     else:
-        raise ValueError(f"Unknown linear start {name!r}; expected one of {LINEAR_STARTS}.")
+        linear = tuple(start for start in LINEAR_STARTS if start != "quadratic")
+        raise ValueError(f"Unknown linear start {name!r}; expected one of {linear}.")
     return model.coef_ / scale, model.intercept_.astype(np.float64)
+
+
+def quadratic_tried(n_samples: int, n_features: int) -> bool:
+    """Whether the quadratic start is one of the candidates for this data's size."""
+    columns = n_features + n_features * (n_features + 1) // 2
+    return columns <= MAX_QUADRATIC_COLUMNS and n_samples * columns <= MAX_QUADRATIC_ENTRIES
+
+
+def quadratic_features(X: np.ndarray) -> np.ndarray:
+    """The features, then the products ``x_j x_k`` for ``j <= k`` (n, d + d(d+1)/2)."""
+    rows, cols = np.triu_indices(X.shape[1])
+    return np.hstack([X, X[:, rows] * X[:, cols]])
+
+
+def quadratic_start(X, labels, weights=None):
+    """The quadratic start's ``coef_`` (width, d), ``intercept_`` (width,) and
+    ``Q`` (width, d, d), symmetric: its score is ``x^T Q x + x coef^T + intercept``.
+
+    Logistic regression with ``C=QUADRATIC_C`` on :func:`quadratic_features`,
+    each column standardised so that the penalty weighs them alike, mapped
+    back to the features' units. ``weights`` as in :func:`linear_skip`.
+    """
+    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    X = np.asarray(X, dtype=np.float64) / scale
+    columns = quadratic_features(X)
+    mean, spread = columns.mean(axis=0), columns.std(axis=0)
+    spread[spread <= 1e-12 * np.maximum(np.abs(mean), 1.0)] = 1.0  # a constant column
+    sample_weight = None
+    if not equal_weights(weights):
+        sample_weight = weights * (len(weights) / np.sum(weights))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LogisticRegression(C=QUADRATIC_C, max_iter=1000).fit(
+            (columns - mean) / spread, labels, sample_weight=sample_weight
+        )
+    coef = model.coef_ / spread
+    intercept = model.intercept_ - coef @ mean
+    d = X.shape[1]
+    rows, cols = np.triu_indices(d)
+    quadratic = np.zeros((len(coef), d, d))
+    # each product's weight split over Q's two symmetric entries (the
+    # diagonal's two halves land on the same entry)
+    quadratic[:, rows, cols] += coef[:, d:] / 2
+    quadratic[:, cols, rows] += coef[:, d:] / 2
+    return coef[:, :d] / scale, intercept.astype(np.float64), quadratic / scale**2
+
+
+def start_maps(name, X, labels, weights=None):
+    """``coef_``, ``intercept_`` and ``Q`` (``None`` for the linear starts) of
+    the start ``name`` fitted on ``(X, labels)``."""
+    if name == "quadratic":
+        return quadratic_start(X, labels, weights)
+    return (*linear_skip(name, X, labels, weights), None)
 
 
 def linear_scores(coef: np.ndarray, intercept: np.ndarray, X: np.ndarray) -> np.ndarray:
     """Scores ``X coef^T + intercept`` (n, width)."""
     return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
+def quadratic_scores(quadratic: np.ndarray | None, X: np.ndarray) -> np.ndarray | float:
+    """``x^T Q x`` for each row and class (n, width), in float64; 0 for ``None``."""
+    if quadratic is None:
+        return 0.0
+    X = np.asarray(X, dtype=np.float64)
+    return np.einsum("nj,cjk,nk->nc", X, quadratic, X, optimize=True)
 
 
 def score_losses(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -110,10 +193,12 @@ def cross_validated_scores(
     X: np.ndarray,
     labels: np.ndarray,
     random_state: int,
-    names=LINEAR_STARTS,
+    names=None,
     weights: np.ndarray | None = None,
 ) -> dict:
-    """Out-of-fold scores (n, width) of each linear start, on stratified folds.
+    """Out-of-fold scores (n, width) of each start, on stratified folds.
+
+    ``names``: the starts, by default every one :func:`candidate_starts` tries.
 
     Every row is scored by the start fitted without its fold: ``N_FOLDS``
     folds, or as many as the smallest class has samples (at least 2). A
@@ -122,6 +207,8 @@ def cross_validated_scores(
     linear score with no slope.
     """
     n_classes = int(labels.max()) + 1
+    if names is None:
+        names = candidate_starts(*X.shape)
     n_folds = max(2, min(N_FOLDS, int(np.bincount(labels).min())))
     folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state).split(X, labels)
     width = 1 if n_classes == 2 else n_classes
@@ -130,11 +217,24 @@ def cross_validated_scores(
         fold_weights = None if weights is None else weights[train]
         for name in names:
             try:
-                coef, intercept = linear_skip(name, X[train], labels[train], fold_weights)
+                coef, intercept, quadratic = start_maps(
+                    name, X[train], labels[train], fold_weights
+                )
             except ValueError:
                 coef, intercept = prior_score(labels[train], n_classes, fold_weights, X.shape[1])
-            scores[name][test] = linear_scores(coef, intercept, X[test])
+                quadratic = None
+            scores[name][test] = linear_scores(coef, intercept, X[test]) + quadratic_scores(
+                quadratic, X[test]
+            )
     return scores
+
+
+def candidate_starts(n_samples: int, n_features: int) -> tuple:
+    """The starts compared on data of this size: every linear one, and the
+    quadratic one where :func:`quadratic_tried`."""
+    if quadratic_tried(n_samples, n_features):
+        return LINEAR_STARTS
+    return tuple(name for name in LINEAR_STARTS if name != "quadratic")
 
 
 def prior_score(labels, n_classes, weights, n_features):
@@ -170,7 +270,7 @@ def best_linear_start(
     """
     scores = cross_validated_scores(X, labels, random_state, weights=weights)
     losses = {name: score_losses(value, labels) for name, value in scores.items()}
-    finite = [name for name in LINEAR_STARTS if np.all(np.isfinite(losses[name]))]
+    finite = [name for name in scores if np.all(np.isfinite(losses[name]))]
     best = "lda"
     others = [name for name in finite if name != "lda"]
     if others:

@@ -82,6 +82,8 @@ def test_fitted_kernel_model_is_linear_score_plus_read_out_vote():
     weights = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
     vote = weights @ (2.0 * clf.prompt_y_ - 1)
     expected = features @ clf.skip_[0] + clf.intercept_[0] + clf.v22_[0] * vote
+    if clf.quadratic_ is not None:  # XOR's x1 x2: the quadratic start's x^T Q x
+        expected += np.sum((features @ clf.quadratic_[0]) * features, axis=1)
     np.testing.assert_allclose(clf.decision_function(queries), expected, rtol=1e-5, atol=1e-5)
 
 

@@ -42,11 +42,12 @@ def test_multiclass_temperature_and_ties():
 
 
 def _rings_and_noise(n, rng):
-    """Rings in two features, a shift in a third, seven of noise: the heads
-    pay, and LDA's score fitted to its own training points is overconfident."""
-    X = rng.normal(size=(n, 10))
-    radius = np.sqrt(np.square(X[:, :2]).sum(axis=1))
-    y = (radius + rng.normal(0, 0.3, n) > 1.2).astype(int)
+    """A band of radii in two features (no quadratic score draws it), a shift
+    in a third, three of noise: the heads pay, and the start's score fitted
+    to its own training points is overconfident."""
+    X = rng.normal(size=(n, 6))
+    radius = np.sqrt(np.square(X[:, :2]).sum(axis=1)) + rng.normal(0, 0.2, n)
+    y = ((radius > 0.8) & (radius < 1.8)).astype(int)
     X[:, 2] += 0.8 * y
     return X, y
 
@@ -60,8 +61,9 @@ def test_the_fitted_temperature_changes_no_label_and_lowers_the_log_loss():
     assert model.temperature_ < 1.0
     # the same model at temperature 1
     plain = copy.deepcopy(model)
-    for name in ("skip_", "intercept_", "v22_"):
-        setattr(plain, name, getattr(model, name) / model.temperature_)
+    for name in ("skip_", "intercept_", "v22_", "quadratic_"):
+        if getattr(model, name) is not None:
+            setattr(plain, name, getattr(model, name) / model.temperature_)
     np.testing.assert_array_equal(model.predict(X_test), plain.predict(X_test))
     np.testing.assert_allclose(
         model.decision_function(X_test),
@@ -70,10 +72,11 @@ def test_the_fitted_temperature_changes_no_label_and_lowers_the_log_loss():
         atol=1e-6,
     )
     # fitted on 300 held-out scores, it lowers the log-loss of 5,000 new points
-    # (0.563 against 0.576: the paired difference -0.013 has a standard error of 0.0025)
+    # (0.603 against 0.607: the paired difference -0.0045 has a standard error
+    # of 0.0011)
     assert (
         log_loss(y_test, model.predict_proba(X_test))
-        < log_loss(y_test, plain.predict_proba(X_test)) - 0.005
+        < log_loss(y_test, plain.predict_proba(X_test)) - 0.002
     )
 
 

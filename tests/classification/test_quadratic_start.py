@@ -1,0 +1,94 @@
+"""The quadratic start: logistic regression on the features and their products.
+
+Closed forms: its score is scikit-learn's pipeline written as
+``x^T Q x + b^T x + c``; on two Gaussian classes of unequal covariances,
+whose Bayes score is quadratic (QDA's), the classifier picks it and reaches
+the Bayes accuracy, where every linear score is at chance; on the LDA model
+it is not picked; it is not tried where its columns would be too many.
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+from sk_softmix import SoftmaxAttentionClassifier
+from sk_softmix.classification._linear_starts import (
+    QUADRATIC_C,
+    best_linear_start,
+    candidate_starts,
+    linear_scores,
+    quadratic_scores,
+    quadratic_tried,
+    start_maps,
+)
+from sk_softmix.datasets import make_lda
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_the_quadratic_start_is_its_scikit_learn_pipeline(n_classes):
+    rng = np.random.default_rng(0)
+    labels = rng.integers(n_classes, size=200)
+    X = rng.normal(size=(200, 4)) * (1.0 + labels[:, None]) + 100.0  # offset: the centring
+    coef, intercept, quadratic = start_maps("quadratic", X, labels)
+    assert coef.shape == (1 if n_classes == 2 else n_classes, 4)
+    np.testing.assert_allclose(quadratic, np.swapaxes(quadratic, 1, 2))  # symmetric
+    reference = make_pipeline(
+        PolynomialFeatures(2, include_bias=False),
+        StandardScaler(),
+        LogisticRegression(C=QUADRATIC_C, max_iter=1000),
+    ).fit(X, labels)
+    queries = rng.normal(size=(50, 4)) * 2.0 + 100.0
+    scores = linear_scores(coef, intercept, queries) + quadratic_scores(quadratic, queries)
+    expected = reference.decision_function(queries).reshape(len(queries), -1)
+    # the same problem on the same standardised columns (the power-of-two
+    # scale rounds nothing): equal up to rounding (4e-15 measured)
+    np.testing.assert_allclose(scores, expected, rtol=1e-8, atol=1e-8)
+
+
+def _unequal_covariances(n, rng):
+    """Two centred Gaussian classes, covariances I and 4 I in 3-D: the means
+    agree, so every linear score is at chance; the Bayes score is quadratic."""
+    y = rng.integers(2, size=n)
+    X = rng.normal(size=(n, 3)) * np.where(y == 1, 2.0, 1.0)[:, None]
+    return X, y
+
+
+def test_unequal_covariances_reach_the_bayes_accuracy():
+    rng = np.random.default_rng(1)
+    X, y = _unequal_covariances(600, rng)
+    X_test, y_test = _unequal_covariances(5000, rng)
+    clf = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
+    assert clf.linear_start_ == "quadratic"
+    # the Bayes classifier of the known densities on the same test points
+    narrow = multivariate_normal(np.zeros(3), np.eye(3)).logpdf(X_test)
+    wide = multivariate_normal(np.zeros(3), 4.0 * np.eye(3)).logpdf(X_test)
+    bayes = np.mean((wide > narrow) == y_test)
+    # 5,000 test points: the paired accuracy difference has a standard error
+    # under 0.004; 0.015 is about four of them
+    assert clf.score(X_test, y_test) > bayes - 0.015
+    lda = LinearDiscriminantAnalysis().fit(X, y).score(X_test, y_test)
+    assert lda < 0.56 < bayes - 0.15  # chance, where the Bayes accuracy is about 0.77
+
+
+def test_the_lda_model_keeps_lda():
+    X, y = make_lda(400, [[0.0, 1.0, 0.5], [1.0, 0.0, -0.5]], prior=0.5, random_state=0)
+    name, _, _ = best_linear_start(X, (y > 0).astype(int), random_state=0)
+    assert name == "lda"
+
+
+def test_the_quadratic_start_is_not_tried_with_too_many_products():
+    # 44 features: 44 + 990 columns, over the 1,000 allowed
+    assert quadratic_tried(100, 43) and not quadratic_tried(100, 44)
+    # nor where rows times columns exceed the budget (8 features: 44 columns)
+    assert quadratic_tried(90_000, 8) and not quadratic_tried(100_000, 8)
+    assert "quadratic" not in candidate_starts(100, 44)
+    assert "quadratic" in candidate_starts(100, 3)
+    rng = np.random.default_rng(2)
+    labels = rng.integers(2, size=60)
+    X = np.c_[labels + 0.3 * rng.normal(size=60), rng.normal(size=(60, 50))]
+    clf = SoftmaxAttentionClassifier(random_state=0).fit(X, labels)
+    assert clf.linear_start_ != "quadratic" and clf.quadratic_ is None
