@@ -30,7 +30,7 @@ from ..training._bandwidths import nearest_neighbour_scale
 from ..training._stopping import significantly_lower
 from ..training._validation import prompt_positions
 from ._heads import classifier_scores, classifier_tokens, label_blocks, label_width
-from ._linear_starts import score_losses
+from ._linear_starts import less_accurate, score_errors, score_losses
 from ._neighbours import (
     MAX_SHARE_QUERIES,
     left_out_exactly,
@@ -170,7 +170,8 @@ def fit_kernel_heads(
         heads are kept); ``kernel_losses`` and ``linear_losses``
         (n_tuning,), the per-sample held-out log-loss of the score with the
         heads at ``temperature`` and of the linear score alone, on the
-        tuning queries;
+        tuning queries; ``kernel_errors`` and ``linear_errors``, their
+        misclassifications (0 or 1) by the same two scores;
         ``tuning_weights``, their weights (or ``None``); ``left_out``, the
         largest share of softmax mass a kept head's neighbour restriction
         left out on a tuning query (0 for the exact heads); ``tuning_rows``,
@@ -261,6 +262,8 @@ def fit_kernel_heads(
         max(chosen_left_out),
         rows,
         temperature,
+        score_errors(base, tuning_labels),
+        score_errors(linear, tuning_labels),
     )
 
 
@@ -274,6 +277,8 @@ class KernelFit(NamedTuple):
     left_out: float
     tuning_rows: np.ndarray
     temperature: float
+    kernel_errors: np.ndarray
+    linear_errors: np.ndarray
 
 
 def _exact_votes(
@@ -393,15 +398,23 @@ def _neighbour_votes(
     return votes, bandwidths, measured_left_out
 
 
-def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=None) -> bool:
+def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=None,
+                      kernel_errors=None, linear_errors=None) -> bool:  # fmt: skip
     """Whether the kernel heads' held-out log-loss beats the linear start's by
     ``N_STANDARD_ERRORS`` standard errors of the per-sample difference
     (weighted by ``weights``, the samples' weights, where given, on
-    ``n_effective`` samples where given)."""
-    return significantly_lower(
+    ``n_effective`` samples where given), without their accuracy being lower
+    by more than one (:func:`~._linear_starts.less_accurate`, where the
+    per-sample ``kernel_errors`` and ``linear_errors`` are given: on
+    hayes-roth the heads lowered the log-loss of the quadratic start and
+    cost 4 points of accuracy)."""
+    lower = significantly_lower(
         torch.as_tensor(kernel_losses),
         torch.as_tensor(linear_losses),
         N_STANDARD_ERRORS,
         None if weights is None else torch.as_tensor(weights),
         n_effective,
     )
+    if not lower or kernel_errors is None:
+        return lower
+    return not less_accurate(kernel_errors, linear_errors, weights, n_effective)

@@ -130,18 +130,26 @@ def quadratic_start(X, labels, weights=None):
     """The quadratic start's ``coef_`` (width, d), ``intercept_`` (width,) and
     ``Q`` (width, d, d), symmetric: its score is ``x^T Q x + x coef^T + intercept``.
 
-    Logistic regression with ``C=QUADRATIC_C`` on :func:`quadratic_features`,
-    each column standardised so that the penalty weighs them alike, mapped
-    back to the features' units. ``weights`` as in :func:`linear_skip`.
+    Logistic regression with ``C=QUADRATIC_C`` on :func:`quadratic_features`
+    of the centred features, each column standardised so that the penalty
+    weighs them alike, mapped back to the features' units. Centring first
+    makes the fit the same wherever the data sit (the products of
+    uncentred features span the same scores but are penalised otherwise:
+    on integer-coded features from 0 to 5 the held-out log-loss was 0.90,
+    centred 0.55). ``weights`` as in :func:`linear_skip`; the centre and the
+    columns' spreads are weighted means, so that integer weights give the
+    repeated rows' start.
     """
     scale = 2.0 ** np.round(np.log2(rms_scale(X)))
     X = np.asarray(X, dtype=np.float64) / scale
-    columns = quadratic_features(X)
-    mean, spread = columns.mean(axis=0), columns.std(axis=0)
+    unweighted = equal_weights(weights)
+    row_weights = np.ones(len(X)) if unweighted else np.asarray(weights, dtype=np.float64)
+    centre = np.average(X, axis=0, weights=row_weights)
+    columns = quadratic_features(X - centre)
+    mean = np.average(columns, axis=0, weights=row_weights)
+    spread = np.sqrt(np.average(np.square(columns - mean), axis=0, weights=row_weights))
     spread[spread <= 1e-12 * np.maximum(np.abs(mean), 1.0)] = 1.0  # a constant column
-    sample_weight = None
-    if not equal_weights(weights):
-        sample_weight = weights * (len(weights) / np.sum(weights))
+    sample_weight = None if unweighted else row_weights * (len(X) / row_weights.sum())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = LogisticRegression(C=QUADRATIC_C, max_iter=1000).fit(
@@ -156,7 +164,11 @@ def quadratic_start(X, labels, weights=None):
     # diagonal's two halves land on the same entry)
     quadratic[:, rows, cols] += coef[:, d:] / 2
     quadratic[:, cols, rows] += coef[:, d:] / 2
-    return coef[:, :d] / scale, intercept.astype(np.float64), quadratic / scale**2
+    # back from the centred features: (x - m)^T Q (x - m) + b^T (x - m) + c
+    linear = coef[:, :d] - 2.0 * quadratic @ centre
+    centred_offset = np.einsum("j,cjk,k->c", centre, quadratic, centre) - coef[:, :d] @ centre
+    intercept = intercept + centred_offset
+    return linear / scale, intercept.astype(np.float64), quadratic / scale**2
 
 
 def start_maps(name, X, labels, weights=None):
@@ -189,12 +201,33 @@ def score_losses(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return losses.numpy()
 
 
+def score_errors(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-sample misclassification (n,), 0 or 1, of scores (n, 1) or logits (n, C)."""
+    scores = np.asarray(scores)
+    predicted = (scores[:, 0] > 0).astype(int) if scores.shape[1] == 1 else scores.argmax(axis=1)
+    return (predicted != labels).astype(np.float64)
+
+
+def less_accurate(errors, reference_errors, weights=None, n_effective=None) -> bool:
+    """Whether ``errors`` (0/1 per sample) exceed ``reference_errors`` on the same
+    samples by more than ``N_STANDARD_ERRORS`` standard errors of the paired
+    difference: a lower log-loss must not be bought with accuracy."""
+    return significantly_lower(
+        torch.as_tensor(reference_errors),
+        torch.as_tensor(errors),
+        N_STANDARD_ERRORS,
+        None if weights is None else torch.as_tensor(weights),
+        n_effective,
+    )
+
+
 def cross_validated_scores(
     X: np.ndarray,
     labels: np.ndarray,
     random_state: int,
     names=None,
     weights: np.ndarray | None = None,
+    counts: np.ndarray | None = None,
 ) -> dict:
     """Out-of-fold scores (n, width) of each start, on stratified folds.
 
@@ -205,27 +238,50 @@ def cross_validated_scores(
     start that cannot be fitted on a fold's training rows (LDA on one
     sample per class) scores that fold by those rows' class priors, the
     linear score with no slope.
+
+    ``counts`` (n,): the rows each token stands for, where repeated rows are
+    observations (``_tokens``). The folds then split rows, not tokens, as
+    the heads' leave-one-out leaves out one row: a fold's start is fitted on
+    the tokens weighted by the rows they keep, and a token's score is the
+    weighted mean of its rows' (a token whose rows all fall in one fold, as
+    every token of one row, gets that fold's score). Splitting tokens would
+    hide every point from the start's held-out scores while the heads'
+    votes see its other rows: on three classes of discrete points the
+    quadratic start's log-loss was 0.67 held out by tokens, 0.54 by rows and
+    0.55 on new points.
     """
     n_classes = int(labels.max()) + 1
     if names is None:
         names = candidate_starts(*X.shape)
-    n_folds = max(2, min(N_FOLDS, int(np.bincount(labels).min())))
-    folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state).split(X, labels)
     width = 1 if n_classes == 2 else n_classes
-    scores = {name: np.empty((len(X), width)) for name in names}
-    for train, test in folds:
-        fold_weights = None if weights is None else weights[train]
+    scores = {name: np.zeros((len(X), width)) for name in names}
+    token_weights = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
+    counts = np.ones(len(X), dtype=np.int64) if counts is None else np.asarray(counts)
+    token_of_row = np.repeat(np.arange(len(X)), counts)
+    row_labels = labels[token_of_row]
+    n_folds = max(2, min(N_FOLDS, int(np.bincount(row_labels).min())))
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state)
+    for train_rows, test_rows in folds.split(token_of_row, row_labels):
+        kept = np.bincount(token_of_row[train_rows], minlength=len(X))
+        train = np.flatnonzero(kept)
+        fold_weights = None
+        if weights is not None or np.any(kept[train] != counts[train]):
+            # each row carries its token's weight shared among the token's rows
+            fold_weights = (token_weights / counts * kept)[train]
+        test, in_test = np.unique(token_of_row[test_rows], return_counts=True)
+        # the rows of a token weigh alike: its score is its rows' mean (exactly
+        # the fold's score where they all fall in it)
+        share = in_test / counts[test]
         for name in names:
             try:
-                coef, intercept, quadratic = start_maps(
-                    name, X[train], labels[train], fold_weights
-                )
+                coef, intercept, quadratic = start_maps(name, X[train], labels[train], fold_weights)
             except ValueError:
                 coef, intercept = prior_score(labels[train], n_classes, fold_weights, X.shape[1])
                 quadratic = None
-            scores[name][test] = linear_scores(coef, intercept, X[test]) + quadratic_scores(
+            fold_scores = linear_scores(coef, intercept, X[test]) + quadratic_scores(
                 quadratic, X[test]
             )
+            scores[name][test] += share[:, None] * fold_scores
     return scores
 
 
@@ -248,6 +304,51 @@ def prior_score(labels, n_classes, weights, n_features):
     return np.zeros((n_classes, n_features)), log_priors
 
 
+def choose_start(scores: dict, labels, weights=None, n_effective=None, names=None) -> str:
+    """The rule of :func:`best_linear_start` over the out-of-fold ``scores`` of
+    the starts ``names`` (default: every one in ``scores``; ``"lda"`` among them)."""
+    names = list(scores) if names is None else list(names)
+    losses = {name: score_losses(scores[name], labels) for name in names}
+    finite = [name for name in names if np.all(np.isfinite(losses[name]))]
+    others = [name for name in finite if name != "lda"]
+    if not others:
+        return "lda"
+    challenger = min(others, key=lambda name: np.average(losses[name], weights=weights))
+    lda, other = losses["lda"], losses[challenger]
+    if "lda" not in finite or (
+        np.average(other, weights=weights)
+        < (1 - MIN_RELATIVE_GAIN) * np.average(lda, weights=weights)
+        and significantly_lower(
+            torch.as_tensor(other),
+            torch.as_tensor(lda),
+            N_STANDARD_ERRORS,
+            None if weights is None else torch.as_tensor(weights),
+            n_effective,
+        )
+        and not less_accurate(
+            score_errors(scores[challenger], labels),
+            score_errors(scores["lda"], labels),
+            weights,
+            n_effective,
+        )
+    ):
+        return challenger
+    return "lda"
+
+
+def best_starts(X, labels, random_state, weights=None, n_effective=None, counts=None):
+    """The start of :func:`best_linear_start`, the best linear one (the same
+    unless the quadratic start won), and every start's out-of-fold scores
+    (``counts`` as in :func:`cross_validated_scores`)."""
+    scores = cross_validated_scores(X, labels, random_state, weights=weights, counts=counts)
+    best = choose_start(scores, labels, weights, n_effective)
+    linear = [name for name in scores if name != "quadratic"]
+    best_linear = (
+        best if best != "quadratic" else choose_start(scores, labels, weights, n_effective, linear)
+    )
+    return best, best_linear, scores
+
+
 def best_linear_start(
     X: np.ndarray,
     labels: np.ndarray,
@@ -256,7 +357,10 @@ def best_linear_start(
     n_effective: float | None = None,
 ) -> tuple[str, np.ndarray, np.ndarray]:
     """The linear start: LDA unless another start's cross-validated log-loss
-    is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``.
+    is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``
+    and its accuracy is not lower by more than ``N_STANDARD_ERRORS``
+    (:func:`less_accurate`: on a survey data set a start chosen for its
+    log-loss scored 0.908 where LDA scored 0.916).
 
     The one-standard-error rule keeps the paper's linear special case where
     the data cannot tell the starts apart: on wine (178 samples), picking the
@@ -268,24 +372,5 @@ def best_linear_start(
     Returns its name, its out-of-fold scores (n, width) and their per-sample
     losses (n,).
     """
-    scores = cross_validated_scores(X, labels, random_state, weights=weights)
-    losses = {name: score_losses(value, labels) for name, value in scores.items()}
-    finite = [name for name in scores if np.all(np.isfinite(losses[name]))]
-    best = "lda"
-    others = [name for name in finite if name != "lda"]
-    if others:
-        challenger = min(others, key=lambda name: np.average(losses[name], weights=weights))
-        lda, other = losses.get("lda"), losses[challenger]
-        if "lda" not in finite or (
-            np.average(other, weights=weights)
-            < (1 - MIN_RELATIVE_GAIN) * np.average(lda, weights=weights)
-            and significantly_lower(
-                torch.as_tensor(other),
-                torch.as_tensor(lda),
-                N_STANDARD_ERRORS,
-                None if weights is None else torch.as_tensor(weights),
-                n_effective,
-            )
-        ):
-            best = challenger
-    return best, scores[best], losses[best]
+    best, _, scores = best_starts(X, labels, random_state, weights, n_effective)
+    return best, scores[best], score_losses(scores[best], labels)

@@ -167,14 +167,15 @@ def learn_metric(
 class MetricChoice(NamedTuple):
     """What :func:`metric_for_heads` decided: ``metric``, ``A`` or ``None``;
     the mean held-out log-losses of the learned and the isotropic heads;
-    ``held_out_losses``, the learned heads' per-query log-loss on the
-    isotropic fit's tuning rows, each from the fit on the other half (or
-    ``None``)."""
+    ``held_out_losses`` and ``held_out_errors``, the learned heads'
+    per-query log-loss and misclassification on the isotropic fit's tuning
+    rows, each from the fit on the other half (or ``None``)."""
 
     metric: np.ndarray | None
     learned_loss: float
     isotropic_loss: float
     held_out_losses: np.ndarray | None = None
+    held_out_errors: np.ndarray | None = None
 
 
 def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic, random_state,
@@ -193,12 +194,12 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     kept where its log-loss over both halves is lower by
     ``N_STANDARD_ERRORS`` standard errors of the paired difference, and then
     fitted on every tuning query (at most ``MAX_METRIC_TOKENS``); its
-    per-query held-out losses come back with it, for judging the heads
-    against the linear start (the refit's own losses are of the queries it
-    was fitted on: on ionosphere 0.135 against 0.288 held out). ``"diagonal"`` and ``"full"`` fit it on
-    them at once and keep it. ``tuning`` holds the other arguments of
-    ``fit_kernel_heads`` (``prompt_indices``, ``n_heads``, ``n_neighbors``,
-    ``left_in``).
+    per-query held-out losses and errors come back with it, for judging the
+    heads against the linear start (the refit's own losses are of the
+    queries it was fitted on: on ionosphere 0.135 against 0.288 held out).
+    ``"diagonal"`` and ``"full"`` fit it on them at once and keep it.
+    ``tuning`` holds the other arguments of ``fit_kernel_heads``
+    (``prompt_indices``, ``n_heads``, ``n_neighbors``, ``left_in``).
     """
     rows = random_state.permutation(isotropic.tuning_rows)
     bandwidth = 1.0 / np.sqrt(isotropic.heads["U11"][0, 0, 0])
@@ -228,16 +229,18 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
             random_state=np.random.RandomState(0), device=device, weights=weights,
             candidate_rows=np.sort(judging_rows), metric=metric,
             bandwidths=JUDGING_BANDWIDTHS, measure_left_out=False, **tuning,
-        ).kernel_losses  # fmt: skip
+        )  # fmt: skip
 
     # the isotropic heads' losses of the judging queries, from their own fit
     # (tuned on every tuning query: as much in their favour as the learned
     # heads' tuning on the judging half is in theirs)
-    learned_losses, isotropic_losses, places = [], [], []
+    learned_losses, learned_errors, isotropic_losses, places = [], [], [], []
     for fit_half, judging_half in ((halves[0], halves[1]), (halves[1], halves[0])):
         A, parameters, _ = learned(fit_half)
         judging_half = np.sort(judging_half)
-        learned_losses.append(judged(A, judging_half))
+        judging = judged(A, judging_half)
+        learned_losses.append(judging.kernel_losses)
+        learned_errors.append(judging.kernel_errors)
         # tuning_rows are sorted: each judging query's place among them
         where = np.searchsorted(isotropic.tuning_rows, judging_half)
         isotropic_losses.append(isotropic.kernel_losses[where])
@@ -249,6 +252,8 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     )
     held_out_losses = np.empty(len(isotropic.tuning_rows))
     held_out_losses[places] = learned_losses
+    held_out_errors = np.empty(len(isotropic.tuning_rows))
+    held_out_errors[places] = np.concatenate(learned_errors)
     judging_weights = None if weights is None else weights[isotropic.tuning_rows[places]]
     keep = significantly_lower(
         torch.as_tensor(learned_losses),
@@ -261,4 +266,7 @@ def metric_for_heads(kind, rank, X, labels, n_classes, linear_scores, isotropic,
     if not keep:
         return MetricChoice(None, learned_loss, isotropic_loss)
     # kept: fitted on every tuning query, from where the last half's fit ended
-    return MetricChoice(learned(rows, parameters)[0], learned_loss, isotropic_loss, held_out_losses)
+    return MetricChoice(
+        learned(rows, parameters)[0], learned_loss, isotropic_loss, held_out_losses,
+        held_out_errors,
+    )  # fmt: skip

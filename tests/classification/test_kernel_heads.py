@@ -217,3 +217,51 @@ def test_effective_coordinates_refuse_kernel_heads():
     clf = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="head='bilinear'"):
         clf.effective_coordinates()
+
+
+def test_a_lower_log_loss_does_not_buy_a_lower_accuracy():
+    from sk_softmix.classification._kernel_head import heads_beat_linear
+    from sk_softmix.classification._linear_starts import less_accurate, score_errors
+
+    # two classes score by sign, more by the largest logit
+    np.testing.assert_array_equal(score_errors(np.array([[0.5], [-2.0]]), np.array([1, 1])), [0, 1])
+    np.testing.assert_array_equal(
+        score_errors(np.array([[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]]), np.array([1, 2])), [0, 1]
+    )
+    rng = np.random.default_rng(0)
+    linear_losses = rng.uniform(0.4, 0.6, 400)
+    kernel_losses = linear_losses - 0.1  # lower on every query: far beyond two SE
+    linear_errors = (rng.random(400) < 0.2).astype(float)
+    assert heads_beat_linear(kernel_losses, linear_losses)
+    assert heads_beat_linear(kernel_losses, linear_losses, None, None, linear_errors, linear_errors)
+    # 40 more errors in 400: a paired difference of 0.10 with SE 0.015
+    worse = linear_errors.copy()
+    worse[np.flatnonzero(linear_errors == 0)[:40]] = 1.0
+    assert less_accurate(worse, linear_errors)
+    assert not heads_beat_linear(kernel_losses, linear_losses, None, None, worse, linear_errors)
+    # three queries broken and two fixed: a net one in 400 is within one
+    # standard error (0.0025 against 0.0056)
+    slightly = linear_errors.copy()
+    slightly[np.flatnonzero(linear_errors == 0)[:3]] = 1.0
+    slightly[np.flatnonzero(linear_errors == 1)[:2]] = 0.0
+    assert not less_accurate(slightly, linear_errors)
+    assert heads_beat_linear(kernel_losses, linear_losses, None, None, slightly, linear_errors)
+
+
+def test_the_start_chosen_for_its_log_loss_keeps_lda_s_accuracy(monkeypatch):
+    from sk_softmix.classification import _linear_starts
+
+    labels = np.tile([0, 1], 100)
+    sign = 2.0 * labels[:, None] - 1
+    # LDA right on every sample, unsure; the challenger sure and wrong on a
+    # tenth: a sixth of LDA's log-loss, ten points less accuracy
+    lda = 0.2 * sign
+    sure = np.where(np.arange(200)[:, None] % 10 == 0, -0.3 * sign, 5.0 * sign)
+    scores = {"lda": lda, "shrinkage_lda": lda, "logistic": sure}
+    monkeypatch.setattr(_linear_starts, "cross_validated_scores", lambda *a, **k: scores)
+    name, _, _ = best_linear_start(np.zeros((200, 2)), labels, random_state=0)
+    assert name == "lda"
+    # right where LDA is right: the lower log-loss wins
+    scores["logistic"] = 5.0 * sign
+    name, _, _ = best_linear_start(np.zeros((200, 2)), labels, random_state=0)
+    assert name == "logistic"
