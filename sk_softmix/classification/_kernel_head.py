@@ -399,7 +399,8 @@ def _neighbour_votes(
 
 
 def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=None,
-                      kernel_errors=None, linear_errors=None) -> bool:  # fmt: skip
+                      kernel_errors=None, linear_errors=None,
+                      n_standard_errors=N_STANDARD_ERRORS) -> bool:  # fmt: skip
     """Whether the kernel heads' held-out log-loss beats the linear start's by
     ``N_STANDARD_ERRORS`` standard errors of the per-sample difference
     (weighted by ``weights``, the samples' weights, where given, on
@@ -411,7 +412,7 @@ def heads_beat_linear(kernel_losses, linear_losses, weights=None, n_effective=No
     lower = significantly_lower(
         torch.as_tensor(kernel_losses),
         torch.as_tensor(linear_losses),
-        N_STANDARD_ERRORS,
+        n_standard_errors,
         None if weights is None else torch.as_tensor(weights),
         n_effective,
     )
