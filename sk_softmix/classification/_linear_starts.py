@@ -114,9 +114,14 @@ def linear_skip(
     return model.coef_ / scale, model.intercept_.astype(np.float64)
 
 
+def quadratic_columns(n_features: int) -> int:
+    """The quadratic start's columns: the features and their products."""
+    return n_features + n_features * (n_features + 1) // 2
+
+
 def quadratic_tried(n_samples: int, n_features: int) -> bool:
     """Whether the quadratic start is one of the candidates for this data's size."""
-    columns = n_features + n_features * (n_features + 1) // 2
+    columns = quadratic_columns(n_features)
     return columns <= MAX_QUADRATIC_COLUMNS and n_samples * columns <= MAX_QUADRATIC_ENTRIES
 
 
