@@ -169,8 +169,8 @@ def fit_kernel_heads(
         ``temperature`` (``_temperature``: the skip map's scale where the
         heads are kept); ``kernel_losses`` and ``linear_losses``
         (n_tuning,), the per-sample held-out log-loss of the score with the
-        heads at ``temperature`` and of the linear score alone, on the
-        tuning queries; ``kernel_errors`` and ``linear_errors``, their
+        heads at ``temperature`` and of the linear score alone at its own
+        best temperature, on the tuning queries; ``kernel_errors`` and ``linear_errors``, their
         misclassifications (0 or 1) by the same two scores;
         ``tuning_weights``, their weights (or ``None``); ``left_out``, the
         largest share of softmax mass a kept head's neighbour restriction
@@ -251,7 +251,13 @@ def fit_kernel_heads(
         for k, beta in chosen
         if beta > 0 and measured_left_out is not None and measure_left_out
     ]
-    linear_losses = score_losses(linear, tuning_labels)
+    # the start's losses at its own best temperature: the heads' score has one,
+    # and heads that only recalibrate an overconfident start (a wide kernel
+    # whose vote is nearly constant, times a temperature) must not pass for
+    # heads that select (a survey data set: LDA's log-loss 0.27 -> 0.23 with
+    # them, and a point of accuracy lost on new data)
+    linear_temperature = best_temperature(linear, tuning_labels, tuning_weights)
+    linear_losses = score_losses(linear_temperature * linear, tuning_labels)
     n_features = X.shape[1] if metric is None else metric.shape[1]
     heads = kernel_heads(n_features, n_classes, chosen_bandwidths, chosen_readouts, metric)
     return KernelFit(

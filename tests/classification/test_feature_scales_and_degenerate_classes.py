@@ -21,16 +21,24 @@ def _xor(n, random_state):
     return X, (X[:, 0] * X[:, 1] > 0).astype(int)
 
 
+# the default (whichever start and heads it keeps, the same at every scale)
+# and kernel heads on LDA's start
+MODELS = {"default": ({}, None), "kernel heads": ({"head": "kernel", "init": "lda"}, "kernel")}
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("scale", [1e-20, 1e19, 1e100, 1e-100])
-def test_any_representable_scale_gives_the_unit_scale_model(scale, dtype):
+def test_any_representable_scale_gives_the_unit_scale_model(scale, dtype, model):
     X, y = _xor(300, 0)
     queries, labels = _xor(500, 1)
     if dtype == np.float32 and not 1e-30 < scale < 1e30:
         pytest.skip("the data itself is not representable in float32")
-    unit = SoftmaxAttentionClassifier(random_state=0).fit(X.astype(dtype), y)
-    scaled = SoftmaxAttentionClassifier(random_state=0).fit((X * scale).astype(dtype), y)
-    assert unit.init_ == scaled.init_ == "kernel"
+    params, kept = MODELS[model]
+    unit = SoftmaxAttentionClassifier(random_state=0, **params).fit(X.astype(dtype), y)
+    scaled = SoftmaxAttentionClassifier(random_state=0, **params).fit((X * scale).astype(dtype), y)
+    assert unit.init_ == scaled.init_ and unit.linear_start_ == scaled.linear_start_
+    assert kept is None or unit.init_ == kept
     # the model works at root-mean-square within a factor sqrt(2) of 1 (a
     # power-of-two rescaling), where the bandwidths are searched in float32:
     # the two fits differ by float32 rounding of the bandwidth (1e-7 relative),
