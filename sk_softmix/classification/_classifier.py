@@ -57,7 +57,7 @@ from ._metric import N_STANDARD_ERRORS as METRIC_STANDARD_ERRORS
 from ._neighbours import neighbour_head_votes, resolve_n_neighbors, token_index
 from ._objective import train_heads
 from ._starts import classifier_starts
-from ._temperature import best_temperature
+from ._temperature import best_temperature, start_temperature
 from ._tokens import (
     MAX_SELECTION_TOKENS,
     check_class_counts,
@@ -316,8 +316,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     temperature_ : float
         The read-out temperature of kernel heads: the skip map, intercept
         and read-outs are its multiples of those fitted, so that the
-        held-out log-loss is lowest; it changes no predicted label. 1 where
-        the linear start is kept alone, and for bilinear heads.
+        held-out log-loss is lowest; it changes no predicted label. Where
+        the start is kept alone, 1 unless a temperature lowers its
+        out-of-fold log-loss by two standard errors; 1 for bilinear heads.
     prompt_weights_ : ndarray of shape (L,)
         Each prompt token's weight (kernel heads): the summed
         ``sample_weight`` times ``class_weight`` of its rows. A token's score
@@ -1076,6 +1077,13 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 heads["v22"] = np.zeros_like(heads["v22"])
             # the read-out temperature: the heads' read-outs carry it already
             temperature = fitted.temperature if kept else 1.0
+            if not kept:  # the start alone: its own temperature, where it pays
+                alone = np.full_like(linear_scores, np.nan)
+                alone[chosen] = start_scores[linear]
+                temperature = start_temperature(
+                    alone[fitted.tuning_rows], labels[fitted.tuning_rows], tuning_weights,
+                    n_effective(fitted.tuning_rows),
+                )  # fmt: skip
             left_out = fitted.left_out if kept else 0.0
         if linear == "quadratic":
             # on as many rows as its columns' budget allows (judged on the

@@ -125,3 +125,17 @@ def test_heads_that_only_recalibrate_the_start_are_not_kept():
     assert not heads_beat_linear(
         fit.kernel_losses, fit.linear_losses, None, None, fit.kernel_errors, fit.linear_errors
     )
+
+
+def test_a_start_kept_alone_takes_a_temperature_only_where_it_clearly_pays():
+    from sk_softmix.classification._temperature import start_temperature
+
+    rng = np.random.default_rng(2)
+    scores = rng.normal(0, 2.0, (2000, 1))
+    labels = _logistic_labels(scores, rng)
+    # calibrated: whatever the grid's minimiser, the gain is within the noise
+    assert start_temperature(scores, labels) == 1.0
+    # twice overconfident on 2,000 samples: the gain is many standard errors
+    assert start_temperature(2.0 * scores, labels) == 0.5
+    # the same, on 40 samples: too few to tell, the scale is kept
+    assert start_temperature(1.3 * scores[:40], labels[:40]) == 1.0
