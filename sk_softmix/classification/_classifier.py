@@ -504,13 +504,24 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     True
 
     Where each class is two clusters on opposite corners (XOR), no linear
-    score does better than chance and the kernel heads are kept:
+    score does better than chance; the product ``x1 x2`` draws the boundary,
+    and the quadratic start alone is kept:
 
     >>> corners = rng.choice([-2.0, 2.0], size=(400, 2))
     >>> X_xor, y_xor = corners + rng.normal(size=(400, 2)), (corners[:, 0] * corners[:, 1] > 0)
     >>> xor = SoftmaxAttentionClassifier(random_state=0).fit(X_xor[:300], y_xor[:300])
-    >>> xor.init_, bool(xor.score(X_xor[300:], y_xor[300:]) > 0.9)
-    ('kernel', True)
+    >>> xor.init_, xor.linear_start_, bool(xor.score(X_xor[300:], y_xor[300:]) > 0.9)
+    ('linear', 'quadratic', True)
+
+    A band of radii is neither linear nor quadratic: the kernel heads are
+    kept, on LDA's start:
+
+    >>> X_band = rng.normal(size=(400, 2)) * 1.5
+    >>> radius = np.sqrt(np.square(X_band).sum(axis=1))
+    >>> y_band = (radius > 1.0) & (radius < 2.2)
+    >>> band = SoftmaxAttentionClassifier(random_state=0).fit(X_band[:300], y_band[:300])
+    >>> band.init_, band.linear_start_, bool(band.score(X_band[300:], y_band[300:]) > 0.9)
+    ('kernel', 'lda', True)
 
     The paper's model (heads only) trained from the zero start: the
     head's effective ``w`` points along the prompt's LDA direction ``w*``:
