@@ -49,7 +49,6 @@ from ._linear_starts import (
     quadratic_columns,
     quadratic_scores,
     score_errors,
-    score_losses,
     start_maps,
 )
 from ._metric import METRICS, metric_for_heads
@@ -57,7 +56,7 @@ from ._metric import N_STANDARD_ERRORS as METRIC_STANDARD_ERRORS
 from ._neighbours import neighbour_head_votes, resolve_n_neighbors, token_index
 from ._objective import train_heads
 from ._starts import classifier_starts
-from ._temperature import best_temperature, start_temperature
+from ._temperature import calibrated_losses, start_temperature
 from ._tokens import (
     MAX_SELECTION_TOKENS,
     check_class_counts,
@@ -1004,8 +1003,14 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             # neither is the simpler model (XOR in 300 points: the heads 0.933,
             # the quadratic start 0.904, their losses within two SE)
             base = alternative if linear == "quadratic" else linear
-            linear_scores = np.full((len(X), start_scores[base].shape[1]), np.nan)
-            linear_scores[chosen] = start_scores[base]
+
+            def on_every_row(name):
+                """A start's out-of-fold scores on every row (NaN off the selection)."""
+                scores = np.full((len(X), start_scores[name].shape[1]), np.nan)
+                scores[chosen] = start_scores[name]
+                return scores
+
+            linear_scores = on_every_row(base)
             fitted = fit_kernel_heads(
                 X, labels, n_classes, prompt_indices, linear_scores, self.n_heads, random_state,
                 device, weights, n_neighbors, selection, left_in,
@@ -1049,13 +1054,10 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             )  # fmt: skip
             linear_errors = fitted.linear_errors
             if linear == "quadratic":
-                alone = np.full_like(linear_scores, np.nan)
-                alone[chosen] = start_scores["quadratic"]
-                alone = alone[fitted.tuning_rows]
+                alone = on_every_row("quadratic")[fitted.tuning_rows]
                 tuning_labels = labels[fitted.tuning_rows]
                 # at its own best temperature, as the linear start's
-                calibration = best_temperature(alone, tuning_labels, tuning_weights)
-                linear_losses = score_losses(calibration * alone, tuning_labels)
+                linear_losses = calibrated_losses(alone, tuning_labels, tuning_weights)
                 linear_errors = score_errors(alone, tuning_labels)
                 kept = kept and (
                     self.early_stopping is False
@@ -1089,11 +1091,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             # the read-out temperature: the heads' read-outs carry it already
             temperature = fitted.temperature if kept else 1.0
             if not kept:  # the start alone: its own temperature, where it pays
-                alone = np.full_like(linear_scores, np.nan)
-                alone[chosen] = start_scores[linear]
                 temperature = start_temperature(
-                    alone[fitted.tuning_rows], labels[fitted.tuning_rows], tuning_weights,
-                    n_effective(fitted.tuning_rows),
+                    on_every_row(linear)[fitted.tuning_rows], labels[fitted.tuning_rows],
+                    tuning_weights, n_effective(fitted.tuning_rows),
                 )  # fmt: skip
             left_out = fitted.left_out if kept else 0.0
         if linear == "quadratic":

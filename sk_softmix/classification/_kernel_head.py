@@ -39,7 +39,7 @@ from ._neighbours import (
     truncated_votes,
     with_own_copies,
 )
-from ._temperature import best_temperature
+from ._temperature import best_temperature, calibrated_losses
 
 # Bandwidths tried, as multiples of the median leave-one-out distance of a
 # training point to its nearest neighbour; read-outs tried for each head.
@@ -256,8 +256,7 @@ def fit_kernel_heads(
     # whose vote is nearly constant, times a temperature) must not pass for
     # heads that select (a survey data set: LDA's log-loss 0.27 -> 0.23 with
     # them, and a point of accuracy lost on new data)
-    linear_temperature = best_temperature(linear, tuning_labels, tuning_weights)
-    linear_losses = score_losses(linear_temperature * linear, tuning_labels)
+    linear_losses = calibrated_losses(linear, tuning_labels, tuning_weights)
     n_features = X.shape[1] if metric is None else metric.shape[1]
     heads = kernel_heads(n_features, n_classes, chosen_bandwidths, chosen_readouts, metric)
     return KernelFit(

@@ -31,6 +31,13 @@ def best_temperature(scores, labels, weights=None) -> float:
     return float(TEMPERATURES[order[np.argmin(np.asarray(losses)[order])]])
 
 
+def calibrated_losses(scores, labels, weights=None):
+    """Per-sample log-losses (n,) of held-out ``scores`` at their own
+    :func:`best_temperature`: a start's, judged against heads whose score has
+    a temperature of its own."""
+    return score_losses(best_temperature(scores, labels, weights) * scores, labels)
+
+
 # Standard errors by which a temperature must lower the out-of-fold log-loss
 # of a start kept alone: its out-of-fold scores come from fits on four fifths
 # of the rows, the start kept from a fit on all of them, and a temperature
