@@ -3,9 +3,14 @@
 Estimators
 ----------
 SoftmaxAttentionClassifier
-    One softmax head over labelled pairs: LDA when it can, selective when it must.
-SoftmaxAttentionDenoiser, LinearAttentionDenoiser
-    Attention denoisers whose prompt is the noisy training data.
+    Kernel heads over the labelled pairs on the best linear (or quadratic)
+    start, kept where they beat it out of fold: linear when it can,
+    selective when it must.
+SoftmaxAttentionDenoiser
+    Kernel heads over clean targets blended with the best affine map, or the
+    paper's heads over noisy observations, trained by SURE without them.
+LinearAttentionDenoiser
+    Stacked linear attention, never better than the best affine map.
 GaussianMixtureDenoiser, BayesDenoiser
     The plug-in and the exact Bayes baselines.
 
@@ -17,7 +22,9 @@ denoising       the attention denoisers and the Bayes baselines
 training        what the estimators share to fit: input checks, solvers, start selection
 theory          the paper's statements as NumPy functions: LDA coordinates,
                 constructions, the large-prompt limit, risks, dynamics
-image           image denoising: patches, trainable non-local means
+image           image denoising: any denoiser on patches, trainable non-local
+                means, gated affine experts over similar patches
+                (``denoise_image_wiener``)
 study           the comparison study behind ``python -m sk_softmix compare``
 datasets        Gaussian-mixture data generators
 

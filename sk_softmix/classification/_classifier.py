@@ -21,6 +21,7 @@ from ..attention._threads import (
     predict_on_threads,
 )
 from ..theory.lda import class_statistics, lda_coordinates
+from ..training._inactive import warn_inactive
 from ..training._persistence import ParametersAddedSinceMixin
 from ..training._selection import validation_split
 from ..training._solvers import SOLVERS
@@ -46,6 +47,7 @@ from ._linear_starts import (
     MAX_QUADRATIC_ENTRIES,
     best_starts,
     cross_validated_scores,
+    describe_start_choice,
     quadratic_columns,
     quadratic_scores,
     score_errors,
@@ -67,6 +69,19 @@ from ._tokens import (
     repeats_are_observations,
     row_weights,
     selection_rows,
+)
+
+# what trains the paper's bilinear heads, and nothing else: set with kernel
+# heads, they warn
+BILINEAR_TRAINING_PARAMETERS = (
+    "max_iter",
+    "learning_rate",
+    "alpha",
+    "solver",
+    "validation_fraction",
+    "tol",
+    "n_iter_no_change",
+    "batch_size",
 )
 
 
@@ -209,26 +224,33 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         Iterations of the solver (loss evaluations for ``"lbfgs"``) of
         bilinear heads; 0 keeps the start (for kernel heads: the linear
         start, without the heads). Kernel heads take no iterations: their
-        grid search is their training.
+        grid search is their training. This and ``learning_rate``,
+        ``alpha``, ``solver``, ``validation_fraction``, ``tol``,
+        ``n_iter_no_change`` and ``batch_size`` train the bilinear heads
+        only: set to anything but their defaults (``max_iter`` to anything
+        but 0) with kernel heads, they change nothing and ``fit`` warns,
+        naming them.
     learning_rate : float, default=0.02
-        Step size of ``"adam"`` (peak step, decayed on a cosine schedule) and
-        ``"gd"`` (constant); ``"lbfgs"`` finds its own steps.
+        Bilinear heads only (see ``max_iter``). Step size of ``"adam"`` (peak
+        step, decayed on a cosine schedule) and ``"gd"`` (constant);
+        ``"lbfgs"`` finds its own steps.
     alpha : float, default=0.01
-        L2 penalty on the key-query blocks ``U11`` and ``u12``, in units where
-        the features have root-mean-square 1 (the read-out is not
-        penalised). Without it Adam lets the gate sharpen on the sample's
-        noise in high dimension: on the paper's C2 configuration (d = 20,
-        n = 5,000, learning rate 0.02) held-out log-loss was 12-29% above
-        Bayes without the penalty and 0.6% above with it. Set 0 to study
-        the unregularised dynamics of Section 3.3.
+        Bilinear heads only (see ``max_iter``). L2 penalty on the key-query
+        blocks ``U11`` and ``u12``, in units where the features have
+        root-mean-square 1 (the read-out is not penalised). Without it Adam
+        lets the gate sharpen on the sample's noise in high dimension: on the
+        paper's C2 configuration (d = 20, n = 5,000, learning rate 0.02)
+        held-out log-loss was 12-29% above Bayes without the penalty and 0.6%
+        above with it. Set 0 to study the unregularised dynamics of Section
+        3.3.
     solver : {"auto", "lbfgs", "adam", "gd"}, default="auto"
-        ``"lbfgs"``: full-batch L-BFGS with a strong-Wolfe line search.
-        ``"adam"``: minibatches of ``batch_size`` training queries.
-        ``"gd"``: full-batch gradient descent with a constant step, for the
-        training dynamics of Section 3.3. ``"auto"``: ``"lbfgs"`` while one
-        pass over the training queries costs at most 2**23 query-token-feature
-        products (about 15 ms), ``"adam"`` above, as scikit-learn uses lbfgs
-        for small data.
+        Bilinear heads only (see ``max_iter``). ``"lbfgs"``: full-batch L-BFGS
+        with a strong-Wolfe line search. ``"adam"``: minibatches of
+        ``batch_size`` training queries. ``"gd"``: full-batch gradient descent
+        with a constant step, for the training dynamics of Section 3.3.
+        ``"auto"``: ``"lbfgs"`` while one pass over the training queries costs
+        at most 2**23 query-token-feature products (about 15 ms), ``"adam"``
+        above, as scikit-learn uses lbfgs for small data.
     early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training pairs (stratified),
         train on the rest, and keep the parameters that score best on the
@@ -246,20 +268,22 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         on leave-one-out and out-of-fold log-loss instead, over every
         training pair; ``False`` keeps them without the comparison.
     validation_fraction : float, default=0.1
-        Fraction of the training pairs held out by ``early_stopping``.
+        Bilinear heads only (see ``max_iter``): the fraction of the training
+        pairs held out by ``early_stopping``.
     tol : float, default=None
-        With a validation set: the improvement a check must bring to count
-        (``None``: any). Without one: ``None`` runs exactly ``max_iter``
-        iterations and never warns; a float averages the training loss over
-        blocks of 10 iterations and stops once ``n_iter_no_change`` blocks in
-        a row fail to beat the best block by ``tol``, emitting a
-        ``ConvergenceWarning`` if ``max_iter`` runs out first (for
-        ``"lbfgs"``, the change of the loss below which it stops).
+        Bilinear heads only (see ``max_iter``). With a validation set: the
+        improvement a check must bring to count (``None``: any). Without one:
+        ``None`` runs exactly ``max_iter`` iterations and never warns; a float
+        averages the training loss over blocks of 10 iterations and stops once
+        ``n_iter_no_change`` blocks in a row fail to beat the best block by
+        ``tol``, emitting a ``ConvergenceWarning`` if ``max_iter`` runs out
+        first (for ``"lbfgs"``, the change of the loss below which it stops).
     n_iter_no_change : int, default=5
-        Checks (of 10 iterations each) without improvement that stop Adam and
-        gradient descent.
+        Bilinear heads only (see ``max_iter``). Checks (of 10 iterations each)
+        without improvement that stop Adam and gradient descent.
     batch_size : int, default=256
-        Training queries per Adam step (L-BFGS takes every training query).
+        Bilinear heads only (see ``max_iter``). Training queries per Adam step
+        (L-BFGS takes every training query).
     transform_batch_size : int, default=None
         Queries evaluated at once by the prediction methods (memory
         ``n_heads * transform_batch_size * L`` scores). ``None``: as many as
@@ -625,8 +649,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             Class labels (any type scikit-learn accepts).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights of the training pairs, as multiplicities:
-            ``sample_weight=k`` on a row fits the model ``k`` copies of it
-            fit (for discrete features, whose repeated rows are taken as
+            ``sample_weight=k`` on a row gives the model that ``k`` copies of
+            it fit (for discrete features, whose repeated rows are taken as
             observations, approximately: see the user guide). A token's
             weight enters its score as ``log w_i`` (so the vote weighs it
             ``w_i`` times), and the linear start's choice,
@@ -789,6 +813,15 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 "with residual=False use init='bayes' (Lemma B.3) or 'zero'."
             )
         kernel = self._kernel_heads()
+        if kernel:
+            warn_inactive(
+                self,
+                BILINEAR_TRAINING_PARAMETERS,
+                "kernel heads are tuned on a grid of bandwidths in closed form, not "
+                "trained; these parameters train head='bilinear' (max_iter=0 turns the "
+                "kernel heads off).",
+                stacklevel=5,
+            )
         weights = row_weights(y, classes, sample_weight, self.class_weight, X)
         left_in = None
         if kernel:
@@ -983,6 +1016,8 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 X[chosen], labels[chosen], seed, chosen_weights, n_effective(chosen),
                 None if counts is None else counts[chosen],
             )  # fmt: skip
+            if self.verbose:
+                print(describe_start_choice(start_scores, labels[chosen], chosen_weights, linear))
         # heads that read out exactly 0 unless the grid search keeps them
         heads = kernel_heads(X.shape[1], n_classes, [1.0] * self.n_heads, [0.0] * self.n_heads)
         kept, left_out, temperature, metric = False, 0.0, 1.0, None

@@ -341,6 +341,22 @@ def choose_start(scores: dict, labels, weights=None, n_effective=None, names=Non
     return "lda"
 
 
+def describe_start_choice(scores: dict, labels, weights, chosen: str) -> str:
+    """The ``verbose`` line of the starts' choice: each one's out-of-fold
+    log-loss and accuracy, the one kept and the rule that kept it."""
+    summaries = ", ".join(
+        f"{name} {np.average(score_losses(score, labels), weights=weights):.4f} / "
+        f"{1 - np.average(score_errors(score, labels), weights=weights):.4f}"
+        for name, score in scores.items()
+    )
+    return (
+        f"[SoftmaxAttentionClassifier] linear starts, out-of-fold log-loss / accuracy: "
+        f"{summaries} -> {chosen!r} kept (another start replaces LDA where its log-loss is "
+        f"lower by {N_STANDARD_ERRORS:g} standard error and {MIN_RELATIVE_GAIN:.0%}, and its "
+        "accuracy not lower by more than one)"
+    )
+
+
 def best_starts(X, labels, random_state, weights=None, n_effective=None, counts=None):
     """The start of :func:`best_linear_start`, the best linear one (the same
     unless the quadratic start won), and every start's out-of-fold scores

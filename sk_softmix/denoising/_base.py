@@ -40,6 +40,7 @@ from ..training._validation import (
     unchanged_on_error,
     warn_if_misspecified,
 )
+from ._few_points import warn_if_affine_overfits
 from ._meta_training import MetaTrainingMixin
 from ._mixin import DenoiserMixin
 from ._objective import in_chunks, stein_risk, training_objective
@@ -345,6 +346,8 @@ class AttentionDenoiserBase(
         name = type(self).__name__
         checked_scale(X, name)
         given, y = y, clean_targets(y, X)
+        if y is not None and not partial:
+            warn_if_affine_overfits(X, y, name, stacklevel=5)
         noise_variance = self.noise_variance
         if noise_variance is None and y is not None:
             # Z - X is the noise itself: its mean square estimates xi^2.

@@ -1,5 +1,6 @@
 """Empirical-Bayes denoiser: a Gaussian mixture fitted to the noisy data."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -81,9 +82,11 @@ class GaussianMixtureDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, Ba
         when ``fit`` gets them, else by Stein's unbiased risk estimate. The
         mixture is kept if its mean score is lower, and the model kept is
         then refitted on every point. Where a fold's training part would
-        hold fewer points than components (or ``X`` fewer points than
-        ``cv``), the mixture is kept unchecked. ``False``: always the
-        mixture.
+        hold fewer points than components, or fewer than 2 (or ``X`` fewer
+        points than ``cv``), the mixture cannot be checked: one Gaussian
+        is used, with a warning (on four points in the plane the mixture's
+        plug-in denoised 14 times worse than doing nothing). ``False``:
+        always the mixture.
     cv : int, default=5
         Folds of ``fallback``'s cross-validation.
 
@@ -250,14 +253,25 @@ class GaussianMixtureDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, Ba
             warn_if_misspecified(noisy_variance(X), xi2, type(self).__name__, trains=False)
             units = X.astype(np.float64, copy=False) / scale
             shape = (self.n_components, self.covariance_type)
-            if (
-                self.fallback
-                and self.n_components > 1
-                and not self._mixture_validates(
+            if self.fallback and self.n_components > 1:
+                validates = self._mixture_validates(
                     units, None if clean is None else clean / scale, xi2 / scale**2
                 )
-            ):
-                shape = (1, "full")
+                if validates is None:
+                    # four points in the plane: the mixture's plug-in denoised
+                    # 14 times worse than doing nothing
+                    warnings.warn(
+                        f"GaussianMixtureDenoiser: {n_samples} samples are too few to "
+                        f"check the {self.n_components}-component mixture against one "
+                        f"Gaussian out of fold ({self.cv} folds of at least "
+                        f"{max(self.n_components, 2)} training points each); the Wiener "
+                        "map of one Gaussian is used. Give more samples, or "
+                        "fallback=False to keep the mixture.",
+                        UserWarning,
+                        stacklevel=4,
+                    )
+                if not validates:
+                    shape = (1, "full")
             gmm = self._mixture(*shape, n_features).fit(units)
             self.gmm_ = gmm
             self.scale_ = scale
@@ -282,13 +296,14 @@ class GaussianMixtureDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, Ba
         )
 
     def _mixture_validates(self, Z, clean, xi2):
-        """Whether the mixture beats one Gaussian out of fold (``fallback``).
+        """Whether the mixture beats one Gaussian out of fold (``fallback``);
+        ``None`` where the samples are too few for the folds.
 
         ``Z`` (and ``clean``, ``xi2``) in units of the data's root-mean-square.
         """
         n_samples, n_features = Z.shape
         if n_samples - n_samples // self.cv < max(self.n_components, 2) or n_samples < self.cv:
-            return True
+            return None
         seed = check_random_state(self.random_state).randint(2**31 - 1)
         losses = np.zeros((2, n_samples))
         for kept, held in KFold(self.cv, shuffle=True, random_state=seed).split(Z):

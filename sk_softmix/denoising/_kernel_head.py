@@ -15,7 +15,9 @@ empirical prior, the paper's softmax-gated mixture of experts (Proposition
 that prior spiky, so ``h`` is chosen by leave-one-out, and the heads are
 blended with the best affine map ``L``, the skip map of the model::
 
-    f(z) = (1 - sum_h w_h) L(z) + sum_h w_h vote_h(z).
+    f(z) = (1 - sum_h w_h) L(z) + sum_h w_h vote_h(z),
+
+with weights ``w_h >= 0`` summing to at most 1 (a convex blend).
 
 Bandwidths and weights are fitted by leave-one-out: each training query
 votes without its own target, and its affine prediction is an out-of-fold
@@ -144,19 +146,35 @@ def out_of_fold_affine(noisy, clean, random_state):
 
 
 def blend_weights(differences, residuals):
-    """Non-negative least-squares weights ``w`` of ``residual ~ sum_h w_h d_h``.
+    """Least-squares weights ``w`` of ``residual ~ sum_h w_h d_h`` for a convex blend.
 
     ``differences`` (H, n, p) are ``vote_h - L``, ``residuals`` (n, p) the
-    affine map's errors ``x - L``. A simple active-set pass for the few
-    heads of a model: heads whose least-squares weight is negative are
-    dropped and the others refitted, until every weight is non-negative.
+    affine map's errors ``x - L``. The weights are non-negative and sum to at
+    most 1, so that ``f`` stays a convex combination of the affine map and
+    the votes: past 1 the output extrapolates beyond the votes, and on a few
+    points, where a vote and the affine map nearly coincide, the unbounded
+    weight reached 1e7 (outputs near 1e9 from two training pairs). A simple
+    active-set pass for the few heads of a model: heads whose weight is
+    negative are dropped and the others refitted, first without the sum's
+    bound and, where the sum exceeds 1, on the face where it equals 1.
     """
+    weights = _active_set_weights(differences, residuals, on_simplex_face=False)
+    if weights.sum() > 1.0:
+        weights = _active_set_weights(differences, residuals, on_simplex_face=True)
+    return weights
+
+
+def _active_set_weights(differences, residuals, on_simplex_face):
     active = np.ones(len(differences), dtype=bool)
     weights = np.zeros(len(differences))
     while active.any():
         D = differences[active].reshape(active.sum(), -1)
-        gram = D @ D.T
-        solution = np.linalg.lstsq(gram, D @ residuals.ravel(), rcond=None)[0]
+        gram, moments = D @ D.T, D @ residuals.ravel()
+        if on_simplex_face:  # the normal equations with sum(w) = 1 by a multiplier
+            k = len(gram)
+            gram = np.block([[gram, np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
+            moments = np.append(moments, 1.0)
+        solution = np.linalg.lstsq(gram, moments, rcond=None)[0][: active.sum()]
         if (solution >= 0).all():
             weights[active] = solution
             break

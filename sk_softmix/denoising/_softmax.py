@@ -10,6 +10,7 @@ from ..attention._kernels import _CLOSED_FORM_MAX_FEATURES
 from ..attention._key_terms import _with_key_terms
 from ..attention._softmax import attention_covariance, attention_trace, softmax_attention
 from ..theory.affine_maps import best_affine_map
+from ..training._inactive import warn_inactive
 from ..training._units import rms_scale
 from ..training._validation import Count, choose_prompt
 from ._base import AttentionDenoiserBase
@@ -19,6 +20,19 @@ from ._softmax_starts import softmax_starts
 # The fitted parameters of kernel heads over the clean targets: key-norm
 # heads, a skip map and an intercept (_kernel_head.kernel_denoiser_parameters).
 KERNEL_PARAMETERS = ("U", "V", "skip", "b", "W", "intercept")
+
+# what trains the paper's bilinear heads, and nothing else: set with kernel
+# heads, they warn
+BILINEAR_TRAINING_PARAMETERS = (
+    "n_components",
+    "max_iter",
+    "learning_rate",
+    "solver",
+    "validation_fraction",
+    "tol",
+    "n_iter_no_change",
+    "batch_size",
+)
 
 
 class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
@@ -115,7 +129,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         that scores worse there than the untrained linear start gives way
         to it, with a warning (``init_`` says which was kept).
     n_components : int, default=2
-        Number of mixture components assumed by ``init="bayes"``.
+        Number of mixture components assumed by ``init="bayes"``; bilinear
+        heads only (see ``max_iter``).
     key_bias : {None, "offset", "norm"}, default=None
         Terms of the token alone added to each head's scores, this
         package's extension, not the paper's (user guide, "Key-bias
@@ -143,17 +158,25 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         subset of that size is the prompt, for training and transform alike.
     max_iter : int, default=200
         Iterations of the solver (one minibatch each for Adam, one loss
-        evaluation each for L-BFGS); 0 keeps the start.
+        evaluation each for L-BFGS); 0 keeps the start. This and
+        ``n_components``, ``learning_rate``, ``solver``,
+        ``validation_fraction``, ``tol``, ``n_iter_no_change`` and
+        ``batch_size`` train the bilinear heads only: set to anything but
+        their defaults (``max_iter`` to anything but 0) with kernel heads
+        over clean targets, which are tuned on a grid, they change nothing
+        and ``fit`` warns, naming them.
     learning_rate : float, default=0.02
-        Peak Adam step size, decayed to zero on a cosine schedule by ``fit``;
-        ``partial_fit`` decays it as ``learning_rate / (1 + t / 300)**2`` over
-        the ``t`` steps of all its calls.
+        Bilinear heads only (see ``max_iter``). Peak Adam step size, decayed
+        to zero on a cosine schedule by ``fit``; ``partial_fit`` decays it as
+        ``learning_rate / (1 + t / 300)**2`` over the ``t`` steps of all its
+        calls.
     solver : {"auto", "lbfgs", "adam"}, default="auto"
-        ``"lbfgs"``: full-batch L-BFGS with a strong-Wolfe line search.
-        ``"adam"``: minibatches of ``batch_size`` training queries.
-        ``"auto"``: ``"lbfgs"`` while one pass over the training queries
-        costs at most 2**23 query-token-head-feature products (about 15 ms),
-        ``"adam"`` above. ``partial_fit`` always uses Adam.
+        Bilinear heads only (see ``max_iter``). ``"lbfgs"``: full-batch L-BFGS
+        with a strong-Wolfe line search. ``"adam"``: minibatches of
+        ``batch_size`` training queries. ``"auto"``: ``"lbfgs"`` while one
+        pass over the training queries costs at most 2**23
+        query-token-head-feature products (about 15 ms), ``"adam"`` above.
+        ``partial_fit`` always uses Adam.
     early_stopping : "auto" or bool, default="auto"
         For kernel heads: ``False`` keeps the heads without comparing them
         with the affine map. For bilinear heads: hold out
@@ -167,22 +190,26 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         untrained; ``False`` trains on every point and keeps the start of
         lowest training loss.
     validation_fraction : float, default=0.1
-        Fraction of the training points held out by ``early_stopping``.
+        Bilinear heads only (see ``max_iter``): the fraction of the training
+        points held out by ``early_stopping``.
     tol : float, default=None
-        Early stopping on the training loss. ``None`` runs exactly
-        ``max_iter`` Adam steps (the cosine decay is planned over them) and
-        never warns. A float: the training loss is averaged over blocks of 10
-        steps and training stops once ``n_iter_no_change`` blocks in a row
-        fail to beat the best block by ``tol``; running out of ``max_iter``
-        first emits a ``ConvergenceWarning``. For L-BFGS, the change of the
-        loss below which it stops. The loss is in training units: per-entry
-        squared error (or SURE) of data rescaled to unit root-mean-square.
-        ``partial_fit`` ignores it.
+        Bilinear heads only (see ``max_iter``). Early stopping on the training
+        loss. ``None`` runs exactly ``max_iter`` Adam steps (the cosine decay
+        is planned over them) and never warns. A float: the training loss is
+        averaged over blocks of 10 steps and training stops once
+        ``n_iter_no_change`` blocks in a row fail to beat the best block by
+        ``tol``; running out of ``max_iter`` first emits a
+        ``ConvergenceWarning``. For L-BFGS, the change of the loss below which
+        it stops. The loss is in training units: per-entry squared error (or
+        SURE) of data rescaled to unit root-mean-square. ``partial_fit``
+        ignores it.
     n_iter_no_change : int, default=5
-        Blocks of 10 iterations without an improvement of ``tol`` that stop
-        training; used only with ``tol``.
+        Bilinear heads only (see ``max_iter``). Blocks of 10 iterations
+        without an improvement of ``tol`` that stop training; used only with
+        ``tol``.
     batch_size : int, default=256
-        Training queries per Adam step (L-BFGS takes every training query).
+        Bilinear heads only (see ``max_iter``). Training queries per Adam step
+        (L-BFGS takes every training query).
     transform_batch_size : int, default=None
         Queries evaluated at once by ``transform``, ``fit_transform``,
         ``score`` and ``sure`` where scores are stored (memory
@@ -547,6 +574,14 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     def _fit_kernel_heads(self, X, y, noise_variance, random_state, device):
         """The best affine map, then kernel heads over the clean targets blended
         with it where they beat it on held-out error (see Notes)."""
+        warn_inactive(
+            self,
+            BILINEAR_TRAINING_PARAMETERS,
+            "kernel heads over clean targets are tuned on a grid of bandwidths in closed "
+            "form, not trained; these parameters train head='bilinear' (max_iter=0 keeps "
+            "the best affine map).",
+            stacklevel=6,
+        )
         prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state)
         noisy = np.ascontiguousarray(X, dtype=np.float64)
         clean = np.ascontiguousarray(y, dtype=np.float64)

@@ -50,7 +50,10 @@ def markdown(result) -> str:
         "",
         "Every cell is the mean +- standard deviation over the folds. Classifiers run in a "
         "`Pipeline` after `StandardScaler`; `Bayes (oracle)` knows the true mixture. "
-        "`accuracy - LDA` and `log-loss / Bayes` are computed fold by fold.",
+        "`accuracy - LDA` and `log-loss / Bayes` are computed fold by fold. The RBF SVC "
+        "has its probabilities each way scikit-learn offers them (pairwise coupling, "
+        "one-vs-rest sigmoids): neither is the better on every task, so compare with the "
+        "better row.",
     ]
     # a heading only for the kinds of task that ran
     for kind, heading, columns in (

@@ -67,6 +67,51 @@ def best_affine_map(
     return A, mean - A @ mean
 
 
+def leave_one_out_affine_errors(noisy: np.ndarray, clean: np.ndarray) -> np.ndarray:
+    """Each pair's squared error under the best affine map fitted without it.
+
+    The least-squares fit of ``clean`` on ``[noisy, 1]`` (that of
+    :func:`best_affine_map`, minimum norm where the design is rank-deficient)
+    has fitted values ``H clean`` with ``H`` the projection onto the design's
+    columns; leaving pair ``i`` out changes its residual ``r_i`` to
+    ``r_i / (1 - H_ii)``. A pair of leverage 1 (``n <= p + 1`` points, or a
+    point alone in a direction) is fitted exactly whatever its target: its
+    held-out error is unbounded, returned as ``inf``.
+
+    Parameters
+    ----------
+    noisy, clean : ndarray of shape (n, p)
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``||x_i - L_{-i}(z_i)||^2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_softmix.theory.affine_maps import leave_one_out_affine_errors
+    >>> Z = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> errors = leave_one_out_affine_errors(Z, 2 * Z + 1)  # an exact line
+    >>> bool(np.all(errors < 1e-20))
+    True
+    >>> leave_one_out_affine_errors(Z[:2], Z[:2])  # two points fix a line
+    array([inf, inf])
+    """
+    noisy = np.asarray(noisy, dtype=np.float64)
+    clean = np.asarray(clean, dtype=np.float64)
+    design = np.column_stack([noisy - noisy.mean(axis=0), np.ones(len(noisy))])
+    basis, singular, _ = np.linalg.svd(design, full_matrices=False)
+    rank = int(np.sum(singular > singular.max() * max(design.shape) * np.finfo(float).eps))
+    basis = basis[:, :rank]
+    leverage = np.sum(basis**2, axis=1)
+    residual = clean - basis @ (basis.T @ clean)
+    errors = np.full(len(noisy), np.inf)
+    free = 1.0 - leverage > 1e-9
+    errors[free] = np.sum((residual[free] / (1.0 - leverage[free])[:, None]) ** 2, axis=1)
+    return errors
+
+
 def best_linear_map(
     noisy: np.ndarray, clean: np.ndarray | None = None, noise_variance: float | None = None
 ) -> np.ndarray:

@@ -3,7 +3,7 @@ held-out split, the choice against the untrained linear start, and the loop over
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -192,7 +192,8 @@ def fit_starts(
                 loss_on,
                 trained,
                 n_queries,
-                settings,
+                # the solver's progress lines and bar name the start they train
+                replace(settings, name=f"{settings.name}, start {name!r}"),
                 random_state=random_state,
                 device=device,
                 checkpoint=checkpoint,
@@ -215,14 +216,14 @@ def fit_starts(
     else:
         chosen = min(runs, key=lambda name: float(runs[name][2].mean()))
     if settings.verbose and (reference_losses is not None or len(scores) > 1):
-        _report_choice(settings, reference, reference_losses, scores, chosen)
+        _report_choice(settings, reference, reference_losses, scores, chosen, selection.start)
     if chosen is None:
         return FitOutcome(reference[0], reference[1], np.empty(0), n_iter, False)
     trained, history = runs[chosen][:2]
     return FitOutcome(chosen, to_data_units(trained, scale, powers), history, n_iter, True)
 
 
-def _report_choice(settings, reference, reference_losses, scores, chosen):
+def _report_choice(settings, reference, reference_losses, scores, chosen, n_standard_errors):
     for name, losses in scores.items():
         line = f"[{settings.name}] start {name!r}: loss {float(losses.mean()):.6g}"
         if reference_losses is not None:
@@ -233,4 +234,14 @@ def _report_choice(settings, reference, reference_losses, scores, chosen):
                 f"{reference[0]!r} start"
             )
         print(line + (" (validation)" if reference_losses is not None else ""))
-    print(f"[{settings.name}] kept {chosen or reference[0]!r}")
+    if reference_losses is None:
+        why = "the lowest loss" if len(scores) > 1 else "the only start"
+    else:
+        margin = f" by {n_standard_errors:g} standard errors" if n_standard_errors else ""
+        why = (
+            f"no trained start's validation loss was below the untrained {reference[0]!r} "
+            f"start's{margin}"
+            if chosen is None
+            else f"the lowest validation loss, below the untrained {reference[0]!r} start's{margin}"
+        )
+    print(f"[{settings.name}] kept {chosen or reference[0]!r}: {why}")

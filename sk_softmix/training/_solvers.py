@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
+from tqdm.auto import tqdm
 
 from ..attention._threads import cpu_threads_for_training
 from ._stopping import CHECK_BLOCK, PlateauStop, ValidationCheckpoint
@@ -149,6 +150,17 @@ def training_threads(loss_on, n_queries: int, settings: TrainingSettings, device
     return cpu_threads_for_training(device, lambda: loss_on(batch.to(device)))
 
 
+def _progress_bar(settings):
+    """A progress bar over the iterations on standard error, shown with ``verbose``.
+
+    Beside the loss lines on standard output: in a notebook or a terminal
+    the bar says how far a long fit has come, the lines what it reached.
+    """
+    return tqdm(
+        total=settings.max_iter, desc=settings.name, disable=not settings.verbose, leave=False
+    )
+
+
 def _report(settings, iteration, loss, total):
     print(f"[{settings.name}] iteration {iteration}/{total}  loss {float(loss.detach()):.6g}")
 
@@ -261,9 +273,11 @@ def _first_order_loop(step, settings, device, checkpoint, *, watch_tol):
     n_run = max_iter
     if checkpoint is not None:
         checkpoint.check()
+    bar = _progress_bar(settings)
     for iteration in range(max_iter):
         loss = step(iteration)
         losses[iteration] = loss.detach()
+        bar.update()
         if settings.verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
             _report(settings, iteration + 1, loss, max_iter)
         stop = plateau.should_stop(losses, iteration)
@@ -276,6 +290,7 @@ def _first_order_loop(step, settings, device, checkpoint, *, watch_tol):
             if settings.verbose:
                 print(f"[{settings.name}] stopped improving; stopping at iteration {n_run}")
             break
+    bar.close()
     plateau.warn_if_unconverged(max_iter, settings.name)
     return losses[:n_run].cpu().numpy().astype(np.float64), n_run
 
@@ -308,12 +323,14 @@ def _lbfgs(
         tolerance_change=1e-9 if settings.tol is None else settings.tol,
     )
     losses = []
+    bar = _progress_bar(settings)
 
     def closure():
         optimizer.zero_grad(set_to_none=True)
         loss = loss_on(everything)
         loss.backward()
         losses.append(loss.detach())
+        bar.update()
         if settings.verbose > 1 or (settings.verbose and len(losses) % 10 == 1):
             _report(settings, len(losses), loss, settings.max_iter)
         # every evaluation is checked, so the patience is counted in
@@ -327,6 +344,8 @@ def _lbfgs(
     except _Stalled:
         if settings.verbose:
             print(f"[{settings.name}] stopped improving after {len(losses)} evaluations")
+    finally:
+        bar.close()
     state = optimizer.state[optimizer._params[0]]
     if (
         checkpoint is None

@@ -507,3 +507,16 @@ def test_fitted_state_is_numpy_and_pickles():
     np.testing.assert_array_equal(restored.predict_proba(X), clf.predict_proba(X))
     with pytest.raises(ValueError, match="prompt_size=500 exceeds"):
         clf.set_params(prompt_size=500).fit(X, y)
+
+
+def test_verbose_says_which_start_was_kept_and_by_what_rule(capsys):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = (X[:, 0] > 0).astype(int)
+    SoftmaxAttentionClassifier(random_state=0, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    starts = next(line for line in lines if "linear starts" in line)
+    for name in ("lda", "shrinkage_lda", "logistic", "quadratic"):
+        assert f"{name} " in starts
+    assert "kept (another start replaces LDA where its log-loss is lower" in starts
+    assert any("heads must be lower in log-loss" in line for line in lines)

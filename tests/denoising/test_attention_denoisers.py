@@ -338,15 +338,23 @@ def test_verbose_reports_training_progress(capsys):
     Z, X = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
     one_run = {"init": "bayes", "solver": "adam", "early_stopping": False}
     SoftmaxAttentionDenoiser(max_iter=20, verbose=1, random_state=0, **one_run).fit(Z, X)
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 11 and lines[-1].startswith("[SoftmaxAttentionDenoiser] iteration 20/20")
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    # each line names the start it trains; the progress bar goes to stderr
+    assert len(lines) == 11
+    assert lines[-1].startswith("[SoftmaxAttentionDenoiser, start 'bayes'] iteration 20/20")
+    assert "start 'bayes'" in captured.err and "/20" in captured.err
     # with the default model selection: the construction's validation against
-    # the untrained linear start, and the choice
+    # the untrained linear start, and the choice with its rule
     SoftmaxAttentionDenoiser(head="bilinear", max_iter=20, verbose=1, random_state=0).fit(Z, X)
     lines = capsys.readouterr().out.splitlines()
     assert "against the untrained 'linear' start (validation)" in lines[-2]
     assert lines[-2].startswith("[SoftmaxAttentionDenoiser] start 'bayes'")
     assert lines[-1].startswith("[SoftmaxAttentionDenoiser] kept ")
+    assert "validation loss" in lines[-1] and "untrained" in lines[-1]
+    # verbose=0: nothing on either stream
+    SoftmaxAttentionDenoiser(max_iter=20, random_state=0, **one_run).fit(Z, X)
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize("Estimator", [SoftmaxAttentionDenoiser, LinearAttentionDenoiser])
