@@ -134,3 +134,35 @@ def test_a_planted_upward_import_is_caught(tmp_path):
     graph = actual_graph(copy)
     assert graph != dict(documented_layers())
     assert upward_imports(graph) == ["attention imports denoising"]
+
+
+def documented_modules() -> set[str]:
+    """``folder/module.py`` (or ``module.py`` at the top) for every entry of
+    the Architecture page's tree."""
+    text = (ROOT / "docs" / "architecture.rst").read_text()
+    tree = text.split(".. code-block:: text", 1)[1].split("\n\n", 2)[1]
+    found, folder = set(), None
+    for line in tree.splitlines():
+        match = re.match(r"\s+([│ ]*)[├└]── (\S+)", line)
+        if match is None:
+            continue
+        depth = len(match.group(1)) // 4
+        name = match.group(2)
+        if name.endswith("/"):
+            folder = name.rstrip("/")
+        elif depth == 0:
+            found.add(name)
+        else:
+            found.add(f"{folder}/{name}")
+    return found
+
+
+def test_the_tree_lists_every_module():
+    on_disk = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "__init__.py" and "__pycache__" not in path.parts
+    }
+    documented = documented_modules()
+    assert on_disk - documented == set(), "modules missing from docs/architecture.rst"
+    assert documented - on_disk == set(), "docs/architecture.rst lists modules that are gone"

@@ -1,10 +1,5 @@
 """The Wiener image denoiser: gated affine experts on a first stage's pilot, and its SURE."""
 
-import itertools
-import math
-import warnings
-from numbers import Real
-
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
@@ -12,7 +7,16 @@ from tqdm.auto import tqdm
 
 from ..attention._device import resolve_device
 from ._collaborative import collaborative_stage
-from ._validation import NOISE_EXCESS, check_image, noise_shown
+from ._sure_blend import blend_by_sure, rademacher_probe, sure_crops
+from ._wiener_checks import (
+    THRESHOLD_BLOCK,
+    checked_distances,
+    checked_first_stages,
+    checked_image_and_noise,
+    checked_positive,
+    checked_variances,
+    checked_weight,
+)
 from ._wiener_head import wiener_stage
 
 # The second stage's temperature by default (see the docstring).
@@ -24,29 +28,15 @@ SURE_STEP = 0.1
 # Probes per crop: each is one more run of every stage on the crop, and
 # divides the divergence's variance.
 SURE_PROBES = 2
-FIRST_STAGES = ("wiener", "threshold")
-# The collaborative stages' blocks and group sizes: BM3D's (8 x 8 blocks,
-# 16 in a thresholding group, 32 in a Wiener one).
-THRESHOLD_BLOCK = 8
+# The collaborative stages' group sizes: BM3D's (16 blocks of
+# THRESHOLD_BLOCK x THRESHOLD_BLOCK in a thresholding group, 32 in a Wiener one).
 THRESHOLD_GROUP, WIENER_GROUP = 16, 32
 # The thresholding pilot's block transform, BM3D's: against the DCT it
 # raised the pilot by 0.16 and 0.30 dB on coins and page at noise 0.1, and
 # the best collaborative expert on it by 0.13 and 0.10 dB.
 PILOT_BASIS = "bior1.5"
-# The collaborative experts' shrinkage variances compared by default, and at
-# most this many (SURE's blend tries every face of the simplex of experts).
+# The collaborative experts' shrinkage variances compared by default.
 WIENER_VARIANCES = (1.0, 0.5, 0.25)
-MAX_WIENER_VARIANCES = 7
-# SURE's crops are at least this many pixels on a side where the image
-# allows: on scikit-image's text (172 x 448) crops of 43 pixels put weight on
-# the gated expert that cost up to 0.9 dB, crops of 64 at most 0.12.
-MIN_CROP_SIDE = 64
-# Of blends whose SURE ties with the lowest up to rounding, the one with the
-# fewest experts is kept: each expert left out is a stage run saved. (A
-# tolerance of 0.2%, 0.01 dB, with one probe per crop, left the
-# collaborative experts out on moon at noise 0.1 for three probes in five:
-# -0.05 dB against BM3D instead of +0.1.)
-BLEND_TOLERANCE = 1e-9
 
 
 def denoise_image_wiener(
@@ -233,18 +223,18 @@ def denoise_image_wiener(
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 2)
     True
     """
-    image, sigma = _checked(noisy, noise_variance, patch_size, search_distance, step)
+    image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     first_stages = _first_stage_candidates(
-        _checked_first_stages(first_stage, fits_blocks, image.shape, auto=True),
-        _checked_distances(pilot_search_distance, "pilot_search_distance"),
+        checked_first_stages(first_stage, fits_blocks, image.shape, auto=True),
+        checked_distances(pilot_search_distance, "pilot_search_distance"),
     )
-    weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=True)
-    variances = _checked_variances(wiener_variance)
-    first = _checked_positive(temperature, "temperature")
+    weight = checked_weight(collaborative_weight, fits_blocks, image.shape, auto=True)
+    variances = checked_variances(wiener_variance)
+    first = checked_positive(temperature, "temperature")
     if len(first) != 1:
         raise ValueError(f"temperature must be one number; got {temperature!r}.")
-    second = _checked_positive(second_temperature, "second_temperature")
+    second = checked_positive(second_temperature, "second_temperature")
     if weight == 1.0:  # no gated second stage: its temperature plays no part
         second = second[:1]
     if weight == 0.0:  # no collaborative expert: nor its variances
@@ -267,7 +257,7 @@ def denoise_image_wiener(
         if searched:
             rng = check_random_state(random_state)
             crops, probes = [], []
-            for crop in _crops(image, crop_size):
+            for crop in sure_crops(image, crop_size):
                 crops.append(
                     torch.as_tensor(
                         (crop - crop.mean()) / sigma, dtype=torch.float32, device=torch_device
@@ -276,7 +266,9 @@ def denoise_image_wiener(
                 probes.append(
                     [
                         torch.as_tensor(
-                            _probe(rng, crop.shape), dtype=torch.float32, device=torch_device
+                            rademacher_probe(rng, crop.shape),
+                            dtype=torch.float32,
+                            device=torch_device,
                         )
                         for _ in range(SURE_PROBES)
                     ]
@@ -400,24 +392,24 @@ def wiener_sure(
     >>> bool(abs(estimate - error) < 0.2 * error)
     True
     """
-    image, sigma = _checked(noisy, noise_variance, patch_size, search_distance, step)
+    image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     (stage,) = _first_stage_candidates(
-        _checked_first_stages(first_stage, fits_blocks, image.shape, auto=False),
-        _checked_distances(pilot_search_distance, "pilot_search_distance", single=True),
+        checked_first_stages(first_stage, fits_blocks, image.shape, auto=False),
+        checked_distances(pilot_search_distance, "pilot_search_distance", single=True),
     )
-    weight = _checked_weight(collaborative_weight, fits_blocks, image.shape, auto=False)
-    variances = _checked_variances(wiener_variance, single=True)
+    weight = checked_weight(collaborative_weight, fits_blocks, image.shape, auto=False)
+    variances = checked_variances(wiener_variance, single=True)
     if not sigma > 0:
         raise ValueError(f"noise_variance must be positive; got {noise_variance}.")
     torch_device = resolve_device(device)
-    first = _checked_positive(temperature, "temperature")[0]
+    first = checked_positive(temperature, "temperature")[0]
     settings = _settings(patch_size, search_distance, block_search_distance, step, first)
-    second = float(_checked_positive(second_temperature, "second_temperature")[0])
+    second = float(checked_positive(second_temperature, "second_temperature")[0])
     centre = float(image.mean())
     # float64: the divergence is a difference of two runs a small step apart
     units = torch.as_tensor((image - centre) / sigma, dtype=torch.float64, device=torch_device)
-    probe = _probe(check_random_state(random_state), image.shape)
+    probe = rademacher_probe(check_random_state(random_state), image.shape)
     probe = torch.as_tensor(probe, dtype=torch.float64, device=torch_device)
     choice = (stage, second, (1 - weight, (weight,)))
     denoised = _denoised(units, choice, variances, settings)
@@ -430,9 +422,7 @@ def wiener_sure(
 
 
 def _settings(patch_size, search_distance, block_search_distance, step, first_temperature):
-    (block_window,) = _checked_distances(
-        block_search_distance, "block_search_distance", single=True
-    )
+    (block_window,) = checked_distances(block_search_distance, "block_search_distance", single=True)
     return {
         "patch_size": patch_size,
         "search_distance": search_distance,
@@ -527,7 +517,7 @@ def _sure_by_candidates(
     shared by all candidates: each stage runs once on a crop and once on it
     nudged along each probe, the divergence averaged over the probes. The experts'
     weights (the gated one's and one for each collaborative variance) are
-    those of lowest SURE (``_blend``), the collaborative ones summing to
+    those of lowest SURE (``_sure_blend.blend_by_sure``), the collaborative ones summing to
     ``weight`` unless it is ``None``. Returns ``{(first stage, temperature,
     (gated weight, collaborative weights)): risk}``."""
     nudged_crops = [
@@ -579,80 +569,11 @@ def _sure_by_candidates(
                     ],
                     guides,
                 )
-            weights, risk = _blend(gated, collaborative, weight, n_pixels)
+            weights, risk = blend_by_sure(gated, collaborative, weight, n_pixels)
             if weight == 0.0:  # no collaborative expert was run
                 weights = (1.0, (0.0,) * len(variances))
             risks[stage, float(temperature), weights] = risk
     return risks
-
-
-def _blend(gated, collaborative, weight, n_pixels):
-    """The experts' weights of lowest SURE, and that SURE (noise units).
-
-    ``gated`` and each of ``collaborative`` are ``(residual f(y) - y,
-    divergence)`` on the crops; ``gated`` is ``None`` when not run. For
-    weights ``u`` summing to 1, SURE is ``(u^T Q u + 2 d^T u) / N - 1``, with
-    ``Q`` the residuals' Gram matrix and ``d`` the divergences: a quadratic
-    minimised over the simplex (``_simplex_faces``). ``weight`` (not
-    ``None``) fixes the gated expert's weight to ``1 - weight``, and the
-    collaborative ones share ``weight``. Returns ``((gated weight,
-    collaborative weights), risk)``."""
-    experts = ([gated] if gated is not None else []) + collaborative
-    residuals = torch.stack([residual for residual, _ in experts], dim=1)
-    gram = (residuals.T @ residuals).cpu().numpy()
-    divergences = np.array([divergence for _, divergence in experts])
-    fixed_gated = weight is not None and gated is not None and bool(collaborative)
-    if fixed_gated:  # a quadratic in the collaborative weights, which sum to `weight`
-        quadratic = weight**2 * gram[1:, 1:]
-        linear = weight * ((1 - weight) * gram[0, 1:] + divergences[1:])
-    else:
-        quadratic, linear = gram, divergences
-
-    def risk(weights):
-        return float(weights @ gram @ weights + 2 * divergences @ weights) / n_pixels - 1
-
-    candidates = []
-    for support, shares in _simplex_faces(quadratic, linear):
-        weights = np.concatenate([[1 - weight], weight * shares]) if fixed_gated else shares
-        candidates.append((len(support), risk(weights), weights))
-    lowest = min(value for _, value, _ in candidates)
-    bound = lowest + BLEND_TOLERANCE * abs(lowest)
-    # the fewest experts within the tolerance, then the lowest SURE
-    _, value, weights = min(
-        (candidate for candidate in candidates if candidate[1] <= bound),
-        key=lambda candidate: candidate[:2],
-    )
-    if gated is None:
-        return (0.0, tuple(map(float, weights))), value
-    return (float(weights[0]), tuple(map(float, weights[1:]))), value
-
-
-def _simplex_faces(quadratic, linear):
-    """The stationary point of ``u^T Q u + 2 l^T u`` (``Q`` positive
-    semi-definite) on each face of the simplex ``{u >= 0, sum u = 1}`` that
-    holds one: ``(support, u)`` pairs. The minimum over the simplex is one of
-    them (on its face, the KKT conditions are the linear system solved), and
-    each vertex is one."""
-    size = len(linear)
-    for face_size in range(1, size + 1):
-        for support in itertools.combinations(range(size), face_size):
-            index = list(support)
-            system = np.ones((face_size + 1, face_size + 1))
-            system[:face_size, :face_size] = quadratic[np.ix_(index, index)]
-            system[face_size, face_size] = 0.0
-            rhs = np.append(-linear[index], 1.0)
-            solution = np.linalg.lstsq(system, rhs, rcond=None)[0][:face_size]
-            if np.any(solution < 0) or not math.isclose(solution.sum(), 1.0, abs_tol=1e-9):
-                continue  # outside the simplex, or a face without a stationary point
-            shares = np.zeros(size)
-            shares[index] = solution / solution.sum()  # a vertex exactly 1
-            yield support, shares
-
-
-def _probe(rng, shape):
-    """A Rademacher probe (entries +-1): Hutchinson's estimate of a trace
-    has the variance of a Gaussian probe's less the diagonal's share."""
-    return 2.0 * rng.randint(0, 2, size=shape) - 1.0
 
 
 def _advance(bar, runs=1):
@@ -668,127 +589,3 @@ def _first_stage_candidates(stages, windows):
         for stage in stages
         for window in (windows if stage == "threshold" else [None])
     ]
-
-
-def _checked_distances(value, name, single=False):
-    values = [value] if single or isinstance(value, int | np.integer) else list(value)
-    if not values or not all(isinstance(v, int | np.integer) and v >= 0 for v in values):
-        expected = "an integer" if single else "an integer or a sequence of integers"
-        raise ValueError(f"{name} must be {expected} >= 0; got {value!r}.")
-    return [int(v) for v in values]
-
-
-def _checked_first_stages(value, fits_blocks, shape, *, auto):
-    """The first stages to compare: both for "auto" (the Wiener one alone on
-    an image smaller than the thresholding's blocks), else the one named."""
-    if auto and isinstance(value, str) and value == "auto":
-        return list(FIRST_STAGES) if fits_blocks else ["wiener"]
-    if not (isinstance(value, str) and value in FIRST_STAGES):
-        options = ("auto",) + FIRST_STAGES if auto else FIRST_STAGES
-        raise ValueError(f"first_stage must be one of {options}; got {value!r}.")
-    if value == "threshold" and not fits_blocks:
-        raise ValueError(_too_small("first_stage='threshold'", shape))
-    return [value]
-
-
-def _checked_weight(value, fits_blocks, shape, *, auto):
-    """The collaborative weight, or None for "auto" (0 on an image smaller
-    than a block)."""
-    if auto and isinstance(value, str) and value == "auto":
-        return None if fits_blocks else 0.0
-    if isinstance(value, str) or not isinstance(value, Real) or not 0 <= value <= 1:
-        expected = '"auto" or a number' if auto else "a number"
-        raise ValueError(f"collaborative_weight must be {expected} in [0, 1]; got {value!r}.")
-    if value > 0 and not fits_blocks:
-        raise ValueError(_too_small(f"collaborative_weight={value}", shape))
-    return float(value)
-
-
-def _too_small(what, shape):
-    return (
-        f"{what} needs an image of at least {THRESHOLD_BLOCK} x {THRESHOLD_BLOCK} pixels "
-        f"(its blocks); got {shape[0]} x {shape[1]}."
-    )
-
-
-def _checked_positive(value, name):
-    """One or more positive finite numbers, as a 1-D float64 array."""
-    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if values.ndim != 1 or len(values) == 0 or not np.all(np.isfinite(values) & (values > 0)):
-        raise ValueError(f"{name} must be positive and finite; got {value!r}.")
-    return values
-
-
-def _checked_variances(value, single=False):
-    """The collaborative experts' shrinkage variances, as floats (one for
-    ``single``, at most MAX_WIENER_VARIANCES, without repeats)."""
-    variances = tuple(float(v) for v in _checked_positive(value, "wiener_variance"))
-    most = 1 if single else MAX_WIENER_VARIANCES
-    if len(variances) > most or len(set(variances)) != len(variances):
-        expected = "one number" if single else f"at most {most} distinct numbers"
-        raise ValueError(f"wiener_variance must be {expected}; got {value!r}.")
-    return variances
-
-
-def _checked(noisy, noise_variance, patch_size, search_distance, step):
-    """The image (float64) and the noise's standard deviation, or a ValueError."""
-    image = check_image(noisy)
-    for name, value, low in [
-        ("patch_size", patch_size, 1),
-        ("search_distance", search_distance, 0),
-        ("step", step, 1),
-    ]:
-        if not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
-    if patch_size % 2 == 0:
-        raise ValueError(f"patch_size must be odd (patches centred on a pixel); got {patch_size}.")
-    if step > patch_size:
-        raise ValueError(
-            f"step={step} must be at most patch_size={patch_size}, so that every pixel lies "
-            "in a reference patch."
-        )
-    if min(image.shape) < patch_size:
-        raise ValueError(
-            f"The image ({image.shape[0]} x {image.shape[1]}) is smaller than one patch "
-            f"(patch_size={patch_size})."
-        )
-    shown = noise_shown(image)
-    if noise_variance is None:
-        return image, shown
-    if not isinstance(noise_variance, Real) or not (
-        np.isfinite(noise_variance) and noise_variance >= 0
-    ):
-        raise ValueError(f"noise_variance must be non-negative and finite; got {noise_variance!r}.")
-    sigma = math.sqrt(noise_variance)
-    if sigma > NOISE_EXCESS * shown:
-        warnings.warn(
-            f"denoise_image_wiener: noise_variance={noise_variance:.4g} is the noise of "
-            f"standard deviation {sigma:.4g}, but the image shows at most about {shown:.4g} "
-            "(its 2 x 2 pixel details); the result will be smoothed beyond its noise. "
-            "Check noise_variance.",
-            UserWarning,
-            stacklevel=3,
-        )
-    return image, sigma
-
-
-def _crops(image, size):
-    """Where SURE compares the candidates: the centres of the image's four
-    quadrants, ``size // 2`` on a side (the area of one ``size`` crop, spread
-    over the image), at most a quarter of the image's smaller side but at
-    least MIN_CROP_SIDE (within half of it), or the image's centre, ``size``
-    on a side, on images too small for that."""
-    rows, cols = image.shape
-    smaller = min(rows, cols)
-    half = min(size // 2, max(smaller // 4, MIN_CROP_SIDE), smaller // 2)
-    if half < 2 * THRESHOLD_BLOCK:
-        rows_kept, cols_kept = min(size, rows), min(size, cols)
-        top, left = (rows - rows_kept) // 2, (cols - cols_kept) // 2
-        return [image[top : top + rows_kept, left : left + cols_kept]]
-    crops = []
-    for centre_row in (rows // 4, 3 * rows // 4):
-        for centre_col in (cols // 4, 3 * cols // 4):
-            top = min(max(centre_row - half // 2, 0), rows - half)
-            left = min(max(centre_col - half // 2, 0), cols - half)
-            crops.append(image[top : top + half, left : left + half])
-    return crops

@@ -162,10 +162,10 @@ def test_selection_rows_are_a_stratified_subset():
 def test_the_large_data_path_on_small_data(monkeypatch):
     # above the thresholds "auto" takes 64 neighbours and compares the linear
     # starts on a subset: lowered here, so that the path runs on 1,500 points
-    from sk_softmix.classification import _classifier, _neighbours
+    from sk_softmix.classification import _kernel_fit, _neighbours
 
     monkeypatch.setattr(_neighbours, "EXACT_MAX_TOKENS", 500)
-    monkeypatch.setattr(_classifier, "MAX_SELECTION_TOKENS", 400)
+    monkeypatch.setattr(_kernel_fit, "MAX_SELECTION_TOKENS", 400)
     rng = np.random.default_rng(4)
     X, y = _xor(rng, 2500)
     model = SoftmaxAttentionClassifier(**ON_LDA).fit(X[:1500], y[:1500])

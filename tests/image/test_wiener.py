@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from sk_softmix.image import _wiener_fit as wiener_fit
+from sk_softmix.image import _sure_blend as sure_blend
 from sk_softmix.image import _wiener_head as wiener_head
 from sk_softmix.image import denoise_image_wiener, wiener_sure
 from sk_softmix.image._wiener_head import reference_positions, wiener_stage
@@ -230,17 +230,15 @@ def test_the_blend_is_the_sure_minimum_over_the_simplex(seed):
     gram = torch.stack([r for r, _ in experts], 1)
     gram = (gram.T @ gram).numpy()
     divergences = np.array([d for _, d in experts])
-    exact = min(
-        _sure(shares, experts) for _, shares in wiener_fit._simplex_faces(gram, divergences)
-    )
+    exact = min(_sure(shares, experts) for _, shares in sure_blend.simplex_faces(gram, divergences))
     grid = min(_sure(u, experts) for u in _simplex_grid(3))
     assert exact <= grid + 1e-12
     assert grid - exact <= 1e-3 * abs(exact)
-    (gated_weight, shares), risk = wiener_fit._blend(gated, collaborative, None, 500)
+    (gated_weight, shares), risk = sure_blend.blend_by_sure(gated, collaborative, None, 500)
     weights = np.array([gated_weight, *shares])
     assert np.all(weights >= 0) and weights.sum() == pytest.approx(1.0)
     assert risk == pytest.approx(_sure(weights, experts), rel=1e-9)
-    assert risk <= exact + wiener_fit.BLEND_TOLERANCE * abs(exact)
+    assert risk <= exact + sure_blend.BLEND_TOLERANCE * abs(exact)
 
 
 def test_a_fixed_collaborative_weight_is_shared_by_sure():
@@ -248,7 +246,7 @@ def test_a_fixed_collaborative_weight_is_shared_by_sure():
     # experts split w at the lowest SURE, which a grid of splits cannot beat
     experts = _experts(9)
     gated, *collaborative = experts
-    (gated_weight, shares), risk = wiener_fit._blend(gated, collaborative, 0.4, 500)
+    (gated_weight, shares), risk = sure_blend.blend_by_sure(gated, collaborative, 0.4, 500)
     assert gated_weight == pytest.approx(0.6) and sum(shares) == pytest.approx(0.4)
     grid = min(_sure([0.6, 0.4 * s, 0.4 * (1 - s)], experts) for s in np.linspace(0, 1, 1001))
     assert risk <= grid + 1e-12
@@ -259,17 +257,18 @@ def test_the_blend_leaves_out_experts_that_do_not_help():
     # is never worth any weight; of two identical experts one is kept
     gated, collaborative, _ = _experts(10)
     useless = (gated[0] + 5.0, gated[1] + 1e3)
-    (gated_weight, shares), _ = wiener_fit._blend(gated, [useless], None, 500)
+    (gated_weight, shares), _ = sure_blend.blend_by_sure(gated, [useless], None, 500)
     assert (gated_weight, shares) == (1.0, (0.0,))
-    (gated_weight, shares), _ = wiener_fit._blend(useless, [gated], None, 500)
+    (gated_weight, shares), _ = sure_blend.blend_by_sure(useless, [gated], None, 500)
     assert (gated_weight, shares) == (0.0, (1.0,))
-    (gated_weight, shares), _ = wiener_fit._blend(None, [collaborative, collaborative], None, 500)
+    twice = [collaborative, collaborative]
+    (gated_weight, shares), _ = sure_blend.blend_by_sure(None, twice, None, 500)
     assert gated_weight == 0.0 and sorted(shares) == [0.0, 1.0]
 
 
 def test_sure_compares_on_crops_spread_over_the_image():
     image = np.arange(400 * 300, dtype=float).reshape(400, 300)
-    crops = wiener_fit._crops(image, 192)
+    crops = sure_blend.sure_crops(image, 192)
     # four quadrant centres, 75 = 300 // 4 on a side (at most a quarter of
     # the smaller side), inside the image
     assert len(crops) == 4 and all(crop.shape == (75, 75) for crop in crops)
@@ -277,9 +276,9 @@ def test_sure_compares_on_crops_spread_over_the_image():
     assert centres == [(100, 75), (100, 225), (300, 75), (300, 225)]
     # a small image: crops of at least 64 pixels while they fit in the
     # quadrants, else its centre, whole
-    assert all(crop.shape == (64, 64) for crop in wiener_fit._crops(image[:200, :300], 192))
-    assert all(crop.shape == (20, 20) for crop in wiener_fit._crops(image[:40, :50], 192))
-    (small,) = wiener_fit._crops(image[:30, :50], 192)
+    assert all(crop.shape == (64, 64) for crop in sure_blend.sure_crops(image[:200, :300], 192))
+    assert all(crop.shape == (20, 20) for crop in sure_blend.sure_crops(image[:40, :50], 192))
+    (small,) = sure_blend.sure_crops(image[:30, :50], 192)
     assert small.shape == (30, 50)
 
 

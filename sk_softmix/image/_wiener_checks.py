@@ -1,0 +1,119 @@
+"""Argument checks of the Wiener image denoiser (``denoise_image_wiener``,
+``wiener_sure``): each a clear ValueError naming the argument."""
+
+import math
+import warnings
+from numbers import Real
+
+import numpy as np
+
+from ._validation import NOISE_EXCESS, check_image, noise_shown
+
+FIRST_STAGES = ("wiener", "threshold")
+# The collaborative stages' blocks: BM3D's 8 x 8.
+THRESHOLD_BLOCK = 8
+# At most this many collaborative shrinkage variances (SURE's blend tries
+# every face of the simplex of experts).
+MAX_WIENER_VARIANCES = 7
+
+
+def checked_distances(value, name, single=False):
+    values = [value] if single or isinstance(value, int | np.integer) else list(value)
+    if not values or not all(isinstance(v, int | np.integer) and v >= 0 for v in values):
+        expected = "an integer" if single else "an integer or a sequence of integers"
+        raise ValueError(f"{name} must be {expected} >= 0; got {value!r}.")
+    return [int(v) for v in values]
+
+
+def checked_first_stages(value, fits_blocks, shape, *, auto):
+    """The first stages to compare: both for "auto" (the Wiener one alone on
+    an image smaller than the thresholding's blocks), else the one named."""
+    if auto and isinstance(value, str) and value == "auto":
+        return list(FIRST_STAGES) if fits_blocks else ["wiener"]
+    if not (isinstance(value, str) and value in FIRST_STAGES):
+        options = ("auto",) + FIRST_STAGES if auto else FIRST_STAGES
+        raise ValueError(f"first_stage must be one of {options}; got {value!r}.")
+    if value == "threshold" and not fits_blocks:
+        raise ValueError(too_small("first_stage='threshold'", shape))
+    return [value]
+
+
+def checked_weight(value, fits_blocks, shape, *, auto):
+    """The collaborative weight, or None for "auto" (0 on an image smaller
+    than a block)."""
+    if auto and isinstance(value, str) and value == "auto":
+        return None if fits_blocks else 0.0
+    if isinstance(value, str) or not isinstance(value, Real) or not 0 <= value <= 1:
+        expected = '"auto" or a number' if auto else "a number"
+        raise ValueError(f"collaborative_weight must be {expected} in [0, 1]; got {value!r}.")
+    if value > 0 and not fits_blocks:
+        raise ValueError(too_small(f"collaborative_weight={value}", shape))
+    return float(value)
+
+
+def too_small(what, shape):
+    return (
+        f"{what} needs an image of at least {THRESHOLD_BLOCK} x {THRESHOLD_BLOCK} pixels "
+        f"(its blocks); got {shape[0]} x {shape[1]}."
+    )
+
+
+def checked_positive(value, name):
+    """One or more positive finite numbers, as a 1-D float64 array."""
+    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    if values.ndim != 1 or len(values) == 0 or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"{name} must be positive and finite; got {value!r}.")
+    return values
+
+
+def checked_variances(value, single=False):
+    """The collaborative experts' shrinkage variances, as floats (one for
+    ``single``, at most MAX_WIENER_VARIANCES, without repeats)."""
+    variances = tuple(float(v) for v in checked_positive(value, "wiener_variance"))
+    most = 1 if single else MAX_WIENER_VARIANCES
+    if len(variances) > most or len(set(variances)) != len(variances):
+        expected = "one number" if single else f"at most {most} distinct numbers"
+        raise ValueError(f"wiener_variance must be {expected}; got {value!r}.")
+    return variances
+
+
+def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step):
+    """The image (float64) and the noise's standard deviation, or a ValueError."""
+    image = check_image(noisy)
+    for name, value, low in [
+        ("patch_size", patch_size, 1),
+        ("search_distance", search_distance, 0),
+        ("step", step, 1),
+    ]:
+        if not isinstance(value, int | np.integer) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    if patch_size % 2 == 0:
+        raise ValueError(f"patch_size must be odd (patches centred on a pixel); got {patch_size}.")
+    if step > patch_size:
+        raise ValueError(
+            f"step={step} must be at most patch_size={patch_size}, so that every pixel lies "
+            "in a reference patch."
+        )
+    if min(image.shape) < patch_size:
+        raise ValueError(
+            f"The image ({image.shape[0]} x {image.shape[1]}) is smaller than one patch "
+            f"(patch_size={patch_size})."
+        )
+    shown = noise_shown(image)
+    if noise_variance is None:
+        return image, shown
+    if not isinstance(noise_variance, Real) or not (
+        np.isfinite(noise_variance) and noise_variance >= 0
+    ):
+        raise ValueError(f"noise_variance must be non-negative and finite; got {noise_variance!r}.")
+    sigma = math.sqrt(noise_variance)
+    if sigma > NOISE_EXCESS * shown:
+        warnings.warn(
+            f"denoise_image_wiener: noise_variance={noise_variance:.4g} is the noise of "
+            f"standard deviation {sigma:.4g}, but the image shows at most about {shown:.4g} "
+            "(its 2 x 2 pixel details); the result will be smoothed beyond its noise. "
+            "Check noise_variance.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return image, sigma
