@@ -166,3 +166,23 @@ def test_the_tree_lists_every_module():
     documented = documented_modules()
     assert on_disk - documented == set(), "modules missing from docs/architecture.rst"
     assert documented - on_disk == set(), "docs/architecture.rst lists modules that are gone"
+
+
+def test_no_private_name_crosses_a_subpackage():
+    # a private name is its subpackage's own: another part imports only the
+    # public names of a (private) module
+    crossing = []
+    for path, module, package in _modules(PACKAGE):
+        part = _part(module)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module):
+                continue
+            source = node.module.split(".")[0]
+            private = [
+                alias.name
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+            if source != part and private:
+                crossing.append(f"{module}: {node.module} {private}")
+    assert crossing == []

@@ -27,7 +27,7 @@ from ._reference import (
 # Above this many features the closed-form backward (which carries the
 # p x p attention-weighted covariance through the forward pass) costs more than
 # letting autograd store the attention weights.
-_CLOSED_FORM_MAX_FEATURES = 8
+CLOSED_FORM_MAX_FEATURES = 8
 
 
 # Default query chunk: about 2**24 score entries (64 MiB in float32) at a time.
@@ -71,7 +71,7 @@ def _matmul_mean(transformed, prompt, exclude, batch_size=None):
                         chunk, prompt, chunk_exclude, second=False, workspace=workspace
                     )[0]
                 )
-        elif prompt.requires_grad or prompt.shape[-1] > _CLOSED_FORM_MAX_FEATURES:
+        elif prompt.requires_grad or prompt.shape[-1] > CLOSED_FORM_MAX_FEATURES:
             means.append(softmax_average(chunk, prompt, chunk_exclude))
         else:
             means.append(_ClosedFormMean.apply(chunk, prompt, chunk_exclude, False))
@@ -84,7 +84,7 @@ def _sdpa_mean(transformed, prompt, exclude, batch_size=None):
     Queries whose left-out token dominates their weights are redone by the
     matmul kernel, exactly.
     """
-    if _needs_grad(transformed, prompt) and prompt.shape[-1] <= _CLOSED_FORM_MAX_FEATURES:
+    if _needs_grad(transformed, prompt) and prompt.shape[-1] <= CLOSED_FORM_MAX_FEATURES:
         return _ClosedFormMean.apply(transformed, prompt, exclude, True)
     mean, unstable = fused_average(transformed, prompt, exclude=exclude)
     return _redo_rows(
@@ -108,7 +108,7 @@ def _kernel_name(method, transformed, prompt, exclude):
     p = transformed.shape[-1]
     if (
         _needs_grad(transformed, prompt)
-        and p > _CLOSED_FORM_MAX_FEATURES
+        and p > CLOSED_FORM_MAX_FEATURES
         and (transformed.device.type == "cpu")
     ):
         # On the CPU the fused backward (which recomputes the weights block by

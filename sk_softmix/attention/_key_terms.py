@@ -10,10 +10,10 @@ leave-one-out exclusion and the overflow guard apply unchanged; the first
 
 import torch
 
-from ._kernels import _CLOSED_FORM_MAX_FEATURES
+from ._kernels import CLOSED_FORM_MAX_FEATURES
 
 
-def _with_key_terms(transformed, prompt, key_offset=None, key_norm=None, bias=None):
+def with_key_terms(transformed, prompt, key_offset=None, key_norm=None, bias=None):
     """``transformed`` and ``prompt`` with the key offset, key norm and key
     bias of :func:`softmax_attention` folded in (each checked first).
 
@@ -86,7 +86,7 @@ def key_bias(prompt: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Te
 def _products_are_narrow(p):
     """Whether ``p`` features, their ``p (p + 1) / 2`` products and a column of
     ones stay within the closed-form backward's width (``p = 2``: 6)."""
-    return p + p * (p + 1) // 2 + 1 <= _CLOSED_FORM_MAX_FEATURES
+    return p + p * (p + 1) // 2 + 1 <= CLOSED_FORM_MAX_FEATURES
 
 
 def _with_key_products(transformed, prompt, W):

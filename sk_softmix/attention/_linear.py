@@ -173,7 +173,7 @@ def _check_layers(U, V, p):
         )
 
 
-def _one_layer_trace(prompt, U, V, *, residual, exclude):
+def one_layer_trace(prompt, U, V, *, residual, exclude):
     """``tr M`` of one linear layer per query, each leaving out its own token.
 
     ``tr(V_h Sigma_n U_h)`` with ``Sigma_n = (L Sigma - o o^T) / (L - 1)`` is

@@ -5,13 +5,13 @@ import torch
 
 from ._heads import _as_heads, _check_prompt
 from ._kernels import (
-    _CLOSED_FORM_MAX_FEATURES,
+    CLOSED_FORM_MAX_FEATURES,
     _kernel_name,
     _matmul_mean,
     _moments,
     _sdpa_mean,
 )
-from ._key_terms import _with_key_terms
+from ._key_terms import with_key_terms
 from ._reference import softmax_average
 
 METHODS = ("auto", "sdpa", "matmul", "reference")
@@ -128,7 +128,7 @@ def softmax_attention(
     # prompt (attention_mean), then V_h
     transformed = (queries @ U.flatten(0, 1).mT).view(-1, n_heads, p).transpose(0, 1)
     # this package's extension: score terms of the token alone, as wider tokens
-    transformed, prompt = _with_key_terms(transformed, prompt, key_offset, key_norm, key_bias)
+    transformed, prompt = with_key_terms(transformed, prompt, key_offset, key_norm, key_bias)
     mean = attention_mean(transformed, prompt, exclude, method=method, batch_size=batch_size)
     out = mean[..., :p] @ V.mT  # (H, n, p) @ (H, p, q): V_h applied per head
     return out[0] if single_head else out
@@ -355,7 +355,7 @@ def _fused_moments_apply(transformed, prompt, exclude):
     """Whether the fused kernel computes the two moments: small ``p`` (the
     values are ``p + p^2`` wide), and the conditions of ``_kernel_name``."""
     return (
-        prompt.shape[-1] <= _CLOSED_FORM_MAX_FEATURES
+        prompt.shape[-1] <= CLOSED_FORM_MAX_FEATURES
         and transformed.shape[1] > 0
         and _kernel_name("auto", transformed, prompt, exclude) == "sdpa"
     )

@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
-from ..theory._mixture import _noisy_choleskys, check_mixture, posterior_divergence, posterior_mean
+from ..theory._mixture import check_mixture, noisy_choleskys, posterior_divergence, posterior_mean
 from ..training._persistence import ParametersAddedSinceMixin
 from ..training._validation import FLOAT_DTYPES, unchanged_on_error
 from ._mixin import DenoiserMixin
@@ -174,7 +174,7 @@ class BayesDenoiser(ParametersAddedSinceMixin, _PosteriorMeanMixin, BaseEstimato
             self.covariances_ = covariances
             self.noise_variance_ = float(self.noise_variance)
             # transform factors Gamma_k + xi^2 I: a failure belongs to fit
-            _noisy_choleskys(self._posterior_parameters()[2])
+            noisy_choleskys(self._posterior_parameters()[2])
         return self
 
     def _posterior_parameters(self):

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from ..attention._kernels import queries_per_chunk
-from ..attention._linear import _one_layer_trace, stacked_linear_attention, stacked_linear_maps
+from ..attention._linear import one_layer_trace, stacked_linear_attention, stacked_linear_maps
 from ..theory.affine_maps import best_linear_map
 from ..training._units import rms_scale
 from ..training._validation import Count
@@ -258,7 +258,7 @@ class LinearAttentionDenoiser(AttentionDenoiserBase):
         # The stack is the linear map M = M_K ... M_1: its divergence is tr(M).
         if self.n_layers == 1 and exclude is not None:
             # one layer: tr(M) per query in closed form, no p x p map per query
-            divergence = _one_layer_trace(
+            divergence = one_layer_trace(
                 prompt, parameters["U"], parameters["V"], residual=self.residual, exclude=exclude
             )
             return self._forward(parameters, queries, prompt, exclude), divergence

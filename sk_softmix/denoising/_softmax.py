@@ -6,8 +6,8 @@ from sklearn.utils._param_validation import StrOptions
 
 from ..attention._fused import fused_kernel_available
 from ..attention._heads import combine_heads
-from ..attention._kernels import _CLOSED_FORM_MAX_FEATURES
-from ..attention._key_terms import _with_key_terms
+from ..attention._kernels import CLOSED_FORM_MAX_FEATURES
+from ..attention._key_terms import with_key_terms
 from ..attention._softmax import attention_covariance, attention_trace, softmax_attention
 from ..theory.affine_maps import best_affine_map
 from ..training._inactive import warn_inactive
@@ -487,10 +487,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         p = queries.shape[1]
         transformed = torch.einsum("hij,nj->hni", U, queries)  # (H, n, p): U_h z
         # key terms widen the tokens; their first p moments stay the prompt's
-        transformed, tokens = _with_key_terms(
+        transformed, tokens = with_key_terms(
             transformed, prompt, parameters.get("b"), parameters.get("W")
         )
-        if p <= _CLOSED_FORM_MAX_FEATURES:
+        if p <= CLOSED_FORM_MAX_FEATURES:
             # the fused kernel gives the covariance in one pass with the mean
             mean, covariance = attention_covariance(transformed, tokens, exclude)
             mean, covariance = mean[..., :p], covariance[..., :p, :p]

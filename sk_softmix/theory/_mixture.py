@@ -201,7 +201,7 @@ def covariance_sqrt(covariances: np.ndarray) -> np.ndarray:
     return 0.5 * (root + root.transpose(0, 2, 1))
 
 
-def _noisy_choleskys(noisy_covariances: np.ndarray) -> np.ndarray:
+def noisy_choleskys(noisy_covariances: np.ndarray) -> np.ndarray:
     """Lower Cholesky factors of the S_k, with an error naming the bad one."""
     factors = np.empty_like(noisy_covariances)
     for k, matrix in enumerate(noisy_covariances):
@@ -327,7 +327,7 @@ def posterior_weights(Z, means, weights, noisy_covariances) -> np.ndarray:
     Z, means, weights, noisy_covariances, _ = _check_posterior_inputs(
         Z, means, weights, noisy_covariances, None
     )
-    return _posterior_weights(Z, means, weights, _noisy_choleskys(noisy_covariances))
+    return _posterior_weights(Z, means, weights, noisy_choleskys(noisy_covariances))
 
 
 def _transposed_gains(choleskys: np.ndarray, signal_covariances: np.ndarray) -> np.ndarray:
@@ -350,7 +350,7 @@ def _blockwise_moments(Z, means, weights, noisy_covariances, signal_covariances)
     have shape (K, n_block, p), at most ``_BLOCK_ELEMENTS`` numbers, so memory
     stays bounded however many queries there are.
     """
-    choleskys = _noisy_choleskys(noisy_covariances)
+    choleskys = noisy_choleskys(noisy_covariances)
     gains_t = _transposed_gains(choleskys, signal_covariances)
     block_size = max(1, _BLOCK_ELEMENTS // means.size)
     for start in range(0, Z.shape[0], block_size):
@@ -433,7 +433,7 @@ def posterior_divergence(Z, means, weights, noisy_covariances, signal_covariance
     Z, means, weights, noisy_covariances, signal_covariances = _check_posterior_inputs(
         Z, means, weights, noisy_covariances, signal_covariances
     )
-    choleskys = _noisy_choleskys(noisy_covariances)
+    choleskys = noisy_choleskys(noisy_covariances)
     traces = np.trace(_transposed_gains(choleskys, signal_covariances), axis1=1, axis2=2)  # (K,)
     divergence = np.empty(Z.shape[0])
     for rows, beta, experts in _blockwise_moments(

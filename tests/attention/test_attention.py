@@ -13,7 +13,7 @@ from sk_softmix.attention import (
     stacked_linear_attention,
     stacked_linear_maps,
 )
-from sk_softmix.attention._linear import _one_layer_trace
+from sk_softmix.attention._linear import one_layer_trace
 
 N_QUERIES, PROMPT_LENGTH, N_FEATURES, N_HEADS, OUT_FEATURES = 9, 40, 3, 2, 4
 
@@ -143,7 +143,7 @@ def test_one_layer_trace_matches_the_per_query_maps(problem, residual):
     prompt, exclude = torch.tensor(problem["prompt"]), torch.tensor(problem["exclude"])
     maps = stacked_linear_maps(prompt, U, V, residual=residual, exclude=exclude)
     expected = torch.diagonal(maps, dim1=-2, dim2=-1).sum(-1)
-    trace = _one_layer_trace(prompt, U, V, residual=residual, exclude=exclude)
+    trace = one_layer_trace(prompt, U, V, residual=residual, exclude=exclude)
     torch.testing.assert_close(trace, expected, rtol=1e-10, atol=1e-10)
 
 
