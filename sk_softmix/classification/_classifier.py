@@ -278,8 +278,10 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         Seeds the initialisation, the held-out split, the prompt subset and
         the minibatches.
     verbose : int, default=0
-        Print the training loss about ten times (1) or every iteration (2),
-        and which start was kept.
+        1: say what the fit chose and by what rule (the linear starts'
+        out-of-fold scores, the heads against the start), and for bilinear
+        heads show a progress bar over training (standard error) and print
+        the loss about ten times; 2: the loss at every iteration.
 
     Attributes
     ----------

@@ -26,21 +26,22 @@ from ..training._selection import Selection, fit_starts, validation_split
 from ..training._solvers import TrainingSettings, resolve_solver
 from ..training._units import checked_scale, rms_scale
 from ..training._validation import (
-    DEGENERATE_FRACTION,
     FLOAT_DTYPES,
     Count,
     choose_prompt,
     clean_targets,
     describe_ignored_target,
-    noiseless_directions,
     noisy_variance,
     prompt_positions,
-    repeated_rows,
     torch_dtype_of,
     unchanged_on_error,
     warn_if_misspecified,
 )
-from ._few_points import warn_if_affine_overfits
+from ._few_points import (
+    sure_without_minimum,
+    warn_if_affine_overfits,
+    warn_if_fewer_numbers_than_parameters,
+)
 from ._meta_training import MetaTrainingMixin
 from ._mixin import DenoiserMixin
 from ._objective import in_chunks, stein_risk, training_objective
@@ -373,32 +374,7 @@ class AttentionDenoiserBase(
             self._partial_fit(X, y, noise_variance, first, random_state, device)
             return
         if y is None and misspecified is None and self.max_iter > 0:
-            n_noiseless = noiseless_directions(X, noise_variance)
-            if n_noiseless:
-                warnings.warn(
-                    f"{name}: X has {n_noiseless} direction(s) with a variance below "
-                    f"{DEGENERATE_FRACTION:g} times noise_variance={noise_variance:.4g} "
-                    "(constant or duplicated features, or fewer points than features), "
-                    "where training by Stein's unbiased risk estimate has no minimum. "
-                    "The answer is the untrained linear start, the Wiener map: it "
-                    "returns the mean along those directions (a constant feature's "
-                    "constant) and shrinks the others towards it. Drop such features, "
-                    "or give clean targets y.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                misspecified = "noiseless"
-            elif n_repeated := repeated_rows(X):
-                warnings.warn(
-                    f"{name}: {n_repeated} of the {X.shape[0]} rows of X repeat earlier "
-                    "ones, which Gaussian noise of any variance cannot produce "
-                    "(binary, count or duplicated data); there Stein's unbiased risk "
-                    "estimate has no minimum. The answer is the untrained linear "
-                    "start, the Wiener map. Give clean targets y to train.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                misspecified = "repeated"
+            misspecified = sure_without_minimum(X, noise_variance, name, stacklevel=5)
         if misspecified is not None:
             # no signal to find (or none float32 can see, or no objective to
             # train on): the clipped plug-in answer, the linear start, untrained
@@ -433,16 +409,9 @@ class AttentionDenoiserBase(
             prompt_indices,
             names + ("linear",) if with_reference and "linear" not in names else names,
         )
-        n_parameters = sum(value.size for value in candidates[names[0]].values())
-        if self.max_iter > 0 and X.size < n_parameters:
-            warnings.warn(
-                f"{type(self).__name__}: X holds {X.shape[0]} points of {X.shape[1]} "
-                f"features ({X.size} numbers) for {n_parameters} parameters; a fit on "
-                "so few is unreliable and may denoise worse than the identity. Use more "
-                "points, or fewer heads.",
-                UserWarning,
-                stacklevel=3,
-            )
+        if self.max_iter > 0:
+            n_parameters = sum(value.size for value in candidates[names[0]].values())
+            warn_if_fewer_numbers_than_parameters(X, n_parameters, name, stacklevel=5)
         reference = ("linear", candidates["linear"]) if with_reference else None
         by_default = with_reference and self.init == "auto"
         untrained = "linear" if by_default else names[0]

@@ -34,6 +34,7 @@ from ..attention._softmax import softmax_attention
 from ..theory.affine_maps import best_affine_map
 from ..training._bandwidths import nearest_neighbour_scale
 from ..training._stopping import significantly_lower
+from ..training._units import rms_scale
 from ..training._validation import prompt_positions
 
 # Bandwidths tried, in quarter octaves from half the noise's standard
@@ -247,3 +248,83 @@ def heads_beat_affine(kernel_losses, affine_losses) -> bool:
     return significantly_lower(
         torch.as_tensor(kernel_losses), torch.as_tensor(affine_losses), N_STANDARD_ERRORS
     )
+
+
+def fit_kernel_denoiser(
+    noisy, clean, prompt_indices, noise_variance, n_heads, random_state, device, *,
+    with_heads=True, compare=True, verbose=0,
+):  # fmt: skip
+    """The model's parameters (``kernel_denoiser_parameters``) and whether the
+    heads were kept: the best affine map from ``noisy`` to ``clean``, then
+    ``n_heads`` kernel heads over the clean targets of ``prompt_indices``
+    blended with it where they beat it on held-out error by
+    ``N_STANDARD_ERRORS`` (``compare=False``: kept untested;
+    ``with_heads=False``: the affine map alone)."""
+    noisy = np.ascontiguousarray(noisy, dtype=np.float64)
+    clean = np.ascontiguousarray(clean, dtype=np.float64)
+    affine = best_affine_map(noisy, clean)
+    bandwidths, weights = np.ones(n_heads), np.zeros(n_heads)
+    kept = False
+    if with_heads:
+        # bandwidths are chosen in units of the data's root-mean-square
+        scale = rms_scale(noisy)
+        bandwidths, weights, kernel_losses, affine_losses = fit_target_kernel_heads(
+            noisy / scale,
+            clean / scale,
+            prompt_indices,
+            noise_variance / scale**2,
+            n_heads,
+            random_state,
+            device,
+        )
+        bandwidths = bandwidths * scale
+        kept = not compare or heads_beat_affine(kernel_losses, affine_losses)
+        if verbose:
+            print(
+                "[SoftmaxAttentionDenoiser] best affine map: held-out squared error "
+                f"{affine_losses.mean() * scale**2:.4g}; with kernel heads "
+                f"{kernel_losses.mean() * scale**2:.4g} -> "
+                f"{'kernel heads' if kept else 'affine map'} kept (the heads must be lower "
+                f"by {N_STANDARD_ERRORS:g} standard errors of the per-point difference)"
+            )
+        if not kept:  # at their fitted bandwidths, reading out nothing
+            weights = np.zeros_like(weights)
+    return kernel_denoiser_parameters(affine, bandwidths, weights), kept
+
+
+def kernel_heads_wanted(head, init, residual, key_bias, has_targets, partial, previous_head):
+    """Whether a fit with these settings fits kernel heads over the clean
+    targets (``head``, resolved), or a ValueError for the combinations that
+    do not exist. ``previous_head`` is the kind of the fit ``partial_fit``
+    would continue (``None`` for a fresh one)."""
+    if partial:
+        if head == "kernel" or previous_head == "kernel":
+            raise ValueError(
+                "partial_fit trains the paper's bilinear heads over noisy prompts; "
+                "kernel heads over clean targets are fitted by fit alone. Use "
+                "head='auto' or 'bilinear', and call fit (or clone the estimator) "
+                "to start anew."
+            )
+        return False
+    if head == "bilinear" or (
+        head == "auto" and (not has_targets or init != "auto" or not residual or key_bias)
+    ):
+        return False
+    if not has_targets:
+        raise ValueError(
+            "head='kernel' votes the clean targets y, but fit got none (it would "
+            "train by Stein's unbiased risk estimate): give y of X's shape, or use "
+            "head='auto' or 'bilinear'."
+        )
+    if not residual:
+        raise ValueError(
+            "head='kernel' blends kernel heads with the best affine map, the skip "
+            "map, which needs residual=True; with residual=False use head='bilinear'."
+        )
+    if init not in ("auto", "linear"):
+        raise ValueError(
+            f"init={init!r} is a start of the paper's bilinear heads; kernel "
+            "heads sit on the best affine map (init='auto' or 'linear'). Use "
+            "head='bilinear'."
+        )
+    return True

@@ -9,12 +9,10 @@ from ..attention._heads import combine_heads
 from ..attention._kernels import CLOSED_FORM_MAX_FEATURES
 from ..attention._key_terms import with_key_terms
 from ..attention._softmax import attention_covariance, attention_trace, softmax_attention
-from ..theory.affine_maps import best_affine_map
 from ..training._inactive import warn_inactive
-from ..training._units import rms_scale
 from ..training._validation import Count, choose_prompt
 from ._base import AttentionDenoiserBase
-from ._kernel_head import fit_target_kernel_heads, heads_beat_affine, kernel_denoiser_parameters
+from ._kernel_head import fit_kernel_denoiser, kernel_heads_wanted
 from ._softmax_starts import softmax_starts
 
 # The fitted parameters of kernel heads over the clean targets: key-norm
@@ -458,8 +456,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         return n_queries * prompt_length * self.n_heads
 
     def _parameter_names(self):
+        """The fitted parameters, of the kind of head the last fit kept."""
         if getattr(self, "head_", "bilinear") == "kernel":
             return KERNEL_PARAMETERS
+        return self._bilinear_parameter_names()
+
+    def _bilinear_parameter_names(self):
+        """The parameters the bilinear heads train, at the current settings."""
         names = ("U", "V", "skip") if self.residual else ("U", "V")
         if self.key_bias is not None:
             names += ("b",) + (("W",) if self.key_bias == "norm" else ())
@@ -533,43 +536,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     # -- kernel heads over the clean targets (head="kernel") ---------------------
 
     def _uses_kernel_heads(self, y, partial, first):
-        if partial:
-            if self.head == "kernel" or (
-                not first and getattr(self, "head_", "bilinear") == "kernel"
-            ):
-                raise ValueError(
-                    "partial_fit trains the paper's bilinear heads over noisy prompts; "
-                    "kernel heads over clean targets are fitted by fit alone. Use "
-                    "head='auto' or 'bilinear', and call fit (or clone the estimator) "
-                    "to start anew."
-                )
-            return False
-        # a fresh fit: the previous fit's kind of head, which _parameter_names
-        # reads, no longer applies
-        self.head_ = "bilinear"
-        if self.head == "bilinear" or (
-            self.head == "auto"
-            and (y is None or self.init != "auto" or not self.residual or self.key_bias)
-        ):
-            return False
-        if y is None:
-            raise ValueError(
-                "head='kernel' votes the clean targets y, but fit got none (it would "
-                "train by Stein's unbiased risk estimate): give y of X's shape, or use "
-                "head='auto' or 'bilinear'."
-            )
-        if not self.residual:
-            raise ValueError(
-                "head='kernel' blends kernel heads with the best affine map, the skip "
-                "map, which needs residual=True; with residual=False use head='bilinear'."
-            )
-        if self.init not in ("auto", "linear"):
-            raise ValueError(
-                f"init={self.init!r} is a start of the paper's bilinear heads; kernel "
-                "heads sit on the best affine map (init='auto' or 'linear'). Use "
-                "head='bilinear'."
-            )
-        return True
+        previous = None if first else getattr(self, "head_", "bilinear")
+        return kernel_heads_wanted(
+            self.head, self.init, self.residual, self.key_bias, y is not None, partial, previous
+        )
 
     def _fit_kernel_heads(self, X, y, noise_variance, random_state, device):
         """The best affine map, then kernel heads over the clean targets blended
@@ -583,35 +553,18 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             stacklevel=6,
         )
         prompt_indices = choose_prompt(X.shape[0], self.prompt_size, random_state)
-        noisy = np.ascontiguousarray(X, dtype=np.float64)
-        clean = np.ascontiguousarray(y, dtype=np.float64)
-        affine = best_affine_map(noisy, clean)
-        bandwidths, weights = np.ones(self.n_heads), np.zeros(self.n_heads)
-        kept = False
-        if self.max_iter > 0:
-            # bandwidths are chosen in units of the data's root-mean-square
-            scale = rms_scale(noisy)
-            bandwidths, weights, kernel_losses, affine_losses = fit_target_kernel_heads(
-                noisy / scale,
-                clean / scale,
-                prompt_indices,
-                noise_variance / scale**2,
-                self.n_heads,
-                random_state,
-                device,
-            )
-            bandwidths = bandwidths * scale
-            kept = self.early_stopping is False or heads_beat_affine(kernel_losses, affine_losses)
-            if self.verbose:
-                print(
-                    "[SoftmaxAttentionDenoiser] best affine map: held-out squared error "
-                    f"{affine_losses.mean() * scale**2:.4g}; with kernel heads "
-                    f"{kernel_losses.mean() * scale**2:.4g} -> "
-                    f"{'kernel heads' if kept else 'affine map'} kept"
-                )
-            if not kept:  # at their fitted bandwidths, reading out nothing
-                weights = np.zeros_like(weights)
-        parameters = kernel_denoiser_parameters(affine, bandwidths, weights)
+        parameters, kept = fit_kernel_denoiser(
+            X,
+            y,
+            prompt_indices,
+            noise_variance,
+            self.n_heads,
+            random_state,
+            device,
+            with_heads=self.max_iter > 0,
+            compare=self.early_stopping is not False,
+            verbose=self.verbose,
+        )
         self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
         self.head_ = "kernel"
         self.prompt_ = y[prompt_indices]  # the clean targets are the tokens

@@ -65,7 +65,7 @@ def softmax_starts(
             start = _random_heads(denoiser, prompt, random_state)
         starts[name] = {
             key: start[key] if key in start else no_key_terms[key].copy()
-            for key in denoiser._parameter_names()
+            for key in denoiser._bilinear_parameter_names()
         }
     return starts
 
@@ -180,7 +180,7 @@ def _start_loss(denoiser, head, prompt, queries, targets, exclude, xi2):
     the squared error against ``targets``, or SURE without them."""
     parameters = {
         name: torch.as_tensor(head[name], dtype=torch.float64)
-        for name in denoiser._parameter_names()
+        for name in denoiser._bilinear_parameter_names()
     }
     with torch.no_grad():
         if targets is not None:
