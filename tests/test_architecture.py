@@ -172,7 +172,7 @@ def test_no_private_name_crosses_a_subpackage():
     # a private name is its subpackage's own: another part imports only the
     # public names of a (private) module
     crossing = []
-    for path, module, package in _modules(PACKAGE):
+    for path, module, _ in _modules(PACKAGE):
         part = _part(module)
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module):

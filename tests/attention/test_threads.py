@@ -15,8 +15,8 @@ import torch
 from sklearn.datasets import load_iris
 from threadpoolctl import threadpool_limits
 
-import sk_softmix.classification._classifier as classifier_module
 import sk_softmix.classification._objective as classifier_objective_module
+import sk_softmix.classification._prediction as classifier_prediction_module
 import sk_softmix.denoising._base as denoiser_module
 import sk_softmix.denoising._objective as denoiser_objective_module
 from sk_softmix import SoftmaxAttentionClassifier, SoftmaxAttentionDenoiser
@@ -155,9 +155,8 @@ def _record_threads(monkeypatch, modules, name):
 
 def test_classifier_trains_and_predicts_iris_on_one_thread(two_threads, monkeypatch):
     X, y = load_iris(return_X_y=True)
-    seen = _record_threads(
-        monkeypatch, (classifier_objective_module, classifier_module), "classifier_scores"
-    )
+    modules = (classifier_objective_module, classifier_prediction_module)
+    seen = _record_threads(monkeypatch, modules, "classifier_scores")
     model = SoftmaxAttentionClassifier(head="bilinear", random_state=0, max_iter=5).fit(X, y)
     n_fit = len(seen)
     model.predict(X)
