@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report.md, results.csv, results.json and PNG figures.",
     )
     compare.add_argument(
-        "--quick", action="store_true", help="smaller, faster study (about 3.5 minutes on 2 cores)"
+        "--quick", action="store_true", help="smaller, faster study (about 5 minutes on 2 cores)"
     )
     compare.add_argument(
         "--out", default="sk_softmix_report", help="report directory (default: %(default)s)"
