@@ -10,6 +10,11 @@ NOISE_EXCESS = 2.0
 
 def checked_grayscale(image, name: str = "image") -> np.ndarray:
     """``image`` as a finite float64 array of shape (height, width), or a ValueError."""
+    if np.iscomplexobj(image):  # float64 would drop the imaginary part with a mere warning
+        raise ValueError(
+            f"The {name} is complex; the image functions denoise real images. Pass its real "
+            "part, its magnitude, or each part separately."
+        )
     image = np.asarray(image, dtype=np.float64)
     if image.ndim != 2:
         raise ValueError(

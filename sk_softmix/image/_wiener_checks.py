@@ -15,6 +15,9 @@ THRESHOLD_BLOCK = 8
 # At most this many collaborative shrinkage variances (SURE's blend tries
 # every face of the simplex of experts).
 MAX_WIENER_VARIANCES = 7
+# An estimated noise variance this share of the image's variance or more
+# leaves nothing to keep: the estimate is not to be trusted silently.
+ALL_NOISE = 0.9
 
 
 def checked_distances(value, name, single=False):
@@ -101,6 +104,17 @@ def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, 
         )
     shown = noise_shown(image)
     if noise_variance is None:
+        if shown**2 >= ALL_NOISE * image.var():
+            # a clean +-1 checkerboard: every 2 x 2 detail is texture, taken for noise
+            warnings.warn(
+                f"denoise_image_wiener: the noise estimated from the image's 2 x 2 pixel "
+                f"details (variance {shown**2:.4g}) is as large as the image's own "
+                f"({image.var():.4g}): the image is pure noise, or "
+                "its texture is at the pixel scale and is taken for noise (the result is "
+                "then nearly flat). Give noise_variance.",
+                UserWarning,
+                stacklevel=3,
+            )
         return image, shown
     if not isinstance(noise_variance, Real) or not (
         np.isfinite(noise_variance) and noise_variance >= 0

@@ -87,7 +87,9 @@ def denoise_image_wiener(
         ``sigma^2`` of the noise, in the image's units. ``None``: estimated
         from the image, as the square of the median absolute diagonal Haar
         detail over 0.6745 (Donoho & Johnstone, 1994), which texture can
-        only raise. ``0``: the image is returned unchanged.
+        only raise: texture at the pixel scale (a +-1 checkerboard) is taken
+        for noise, and where the estimate is 90% of the image's variance or
+        more a warning says so. ``0``: the image is returned unchanged.
     patch_size : int, default=5
         Odd side ``k`` of the gated experts' patches.
     search_distance : int, default=7
@@ -335,7 +337,8 @@ def wiener_sure(
     noisy : array-like of shape (height, width)
         The noisy image.
     noise_variance : float
-        ``sigma^2 > 0``.
+        ``sigma^2 > 0``, the true one: ``None`` is a ValueError (an estimate
+        from the image would bias SURE).
     patch_size : int, default=5
         As in :func:`denoise_image_wiener`.
     search_distance : int, default=7
@@ -360,7 +363,7 @@ def wiener_sure(
     step : int, default=3
         As in :func:`denoise_image_wiener`.
     epsilon : float, default=0.1
-        The probe's step, in units of the noise, as the denoiser's own
+        The probe's step (positive), in units of the noise, as the denoiser's own
         search takes it. Block matching and thresholds jump as the probe
         moves them, and the finite difference's variance grows as
         ``1 / epsilon``: on a 192 x 192 crop of coins at noise 0.2 (the
@@ -392,6 +395,12 @@ def wiener_sure(
     >>> bool(abs(estimate - error) < 0.2 * error)
     True
     """
+    if noise_variance is None:
+        raise ValueError(
+            "wiener_sure needs noise_variance: SURE is unbiased for the true noise variance "
+            "only, and an estimate from the image would bias it."
+        )
+    (epsilon,) = checked_positive(epsilon, "epsilon")
     image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     (stage,) = _first_stage_candidates(

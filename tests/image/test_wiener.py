@@ -7,6 +7,7 @@ matter); Monte-Carlo SURE against the true error; bad input.
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -378,3 +379,33 @@ def test_noise_larger_than_the_image_shows_warns():
     with pytest.warns(UserWarning, match="smoothed beyond its noise"):
         out = denoise_image_wiener(image, 1.0)
     assert np.all(np.isfinite(out))
+
+
+def test_probe_cases_are_clear_errors_or_warnings():
+    # issue 40's probe: each a ValueError naming the cause, or a warning
+    rng = np.random.default_rng(0)
+    noisy = rng.random((48, 48)) + 0.1 * rng.standard_normal((48, 48))
+    with pytest.raises(ValueError, match="epsilon"):
+        wiener_sure(noisy, 0.01, epsilon=0)
+    with pytest.raises(ValueError, match="needs noise_variance"):
+        wiener_sure(noisy, None)
+    for bad in (float("nan"), "0.1", -1.0):
+        with pytest.raises(ValueError, match="noise_variance"):
+            wiener_sure(noisy, bad)
+    with pytest.raises(ValueError, match="complex"):
+        denoise_image_wiener(noisy + 1j * noisy, 0.01)
+
+
+def test_texture_at_the_pixel_scale_taken_for_noise_warns():
+    board = np.indices((48, 48)).sum(axis=0) % 2 * 2.0 - 1  # a clean +-1 checkerboard
+    with pytest.warns(UserWarning, match="taken for noise"):
+        flat = denoise_image_wiener(board)
+    assert np.abs(flat).max() < 0.1  # what the warning announces: nearly flat
+    # given the noise, nothing is lost
+    np.testing.assert_allclose(denoise_image_wiener(board, 0.0), board)
+    # a natural image with its noise estimated does not warn
+    camera = np.asarray(pytest.importorskip("skimage.data").camera()[::4, ::4], float) / 255
+    noisy = camera + 0.1 * np.random.default_rng(1).standard_normal(camera.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        denoise_image_wiener(noisy)
