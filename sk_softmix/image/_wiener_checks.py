@@ -82,14 +82,7 @@ def checked_variances(value, single=False):
 
 def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step):
     """The image (float64) and the noise's standard deviation, or a ValueError."""
-    image = check_image(noisy)
-    for name, value, low in [
-        ("patch_size", patch_size, 1),
-        ("search_distance", search_distance, 0),
-        ("step", step, 1),
-    ]:
-        if not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    image = check_image(noisy)  # the integer ranges: validate_params, by the caller
     if patch_size % 2 == 0:
         raise ValueError(f"patch_size must be odd (patches centred on a pixel); got {patch_size}.")
     if step > patch_size:
@@ -116,11 +109,7 @@ def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, 
                 stacklevel=3,
             )
         return image, shown
-    if not isinstance(noise_variance, Real) or not (
-        np.isfinite(noise_variance) and noise_variance >= 0
-    ):
-        raise ValueError(f"noise_variance must be non-negative and finite; got {noise_variance!r}.")
-    sigma = math.sqrt(noise_variance)
+    sigma = math.sqrt(noise_variance)  # non-negative and finite: validate_params
     if sigma > NOISE_EXCESS * shown:
         warnings.warn(
             f"denoise_image_wiener: noise_variance={noise_variance:.4g} is the noise of "

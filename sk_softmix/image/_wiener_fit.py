@@ -1,8 +1,10 @@
 """The Wiener image denoiser: gated affine experts on a first stage's pilot, and its SURE."""
 
-import numpy as np
+from numbers import Integral, Real
+
 import torch
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, validate_params
 from tqdm.auto import tqdm
 
 from ..attention._device import resolve_device
@@ -39,6 +41,24 @@ PILOT_BASIS = "bior1.5"
 WIENER_VARIANCES = (1.0, 0.5, 0.25)
 
 
+# scalar types and ranges; what constraints cannot express (odd patches, a
+# step within a patch, sequences of candidates, "auto") is checked in
+# _wiener_checks, each a ValueError naming the argument
+@validate_params(
+    {
+        "noisy": ["array-like"],
+        "noise_variance": [Interval(Real, 0, None, closed="left"), None],
+        "patch_size": [Interval(Integral, 1, None, closed="left")],
+        "search_distance": [Interval(Integral, 0, None, closed="left")],
+        "block_search_distance": [Interval(Integral, 0, None, closed="left")],
+        "step": [Interval(Integral, 1, None, closed="left")],
+        "device": [str],
+        "random_state": ["random_state"],
+        "crop_size": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def denoise_image_wiener(
     noisy,
     noise_variance=None,
@@ -242,7 +262,7 @@ def denoise_image_wiener(
     if weight == 0.0:  # no collaborative expert: nor its variances
         variances = variances[:1]
     searched = weight is None or len(second) * len(first_stages) * len(variances) > 1
-    if searched and not (isinstance(crop_size, int | np.integer) and crop_size >= patch_size):
+    if searched and crop_size < patch_size:
         raise ValueError(
             f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
         )
@@ -304,6 +324,20 @@ def denoise_image_wiener(
     return denoised.cpu().double().numpy() * sigma + centre
 
 
+@validate_params(
+    {
+        "noisy": ["array-like"],
+        "noise_variance": [Interval(Real, 0, None, closed="neither")],
+        "patch_size": [Interval(Integral, 1, None, closed="left")],
+        "search_distance": [Interval(Integral, 0, None, closed="left")],
+        "block_search_distance": [Interval(Integral, 0, None, closed="left")],
+        "step": [Interval(Integral, 1, None, closed="left")],
+        "device": [str],
+        "random_state": ["random_state"],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+    },
+    prefer_skip_nested_validation=True,
+)
 def wiener_sure(
     noisy,
     noise_variance,
@@ -395,12 +429,6 @@ def wiener_sure(
     >>> bool(abs(estimate - error) < 0.2 * error)
     True
     """
-    if noise_variance is None:
-        raise ValueError(
-            "wiener_sure needs noise_variance: SURE is unbiased for the true noise variance "
-            "only, and an estimate from the image would bias it."
-        )
-    (epsilon,) = checked_positive(epsilon, "epsilon")
     image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     (stage,) = _first_stage_candidates(

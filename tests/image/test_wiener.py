@@ -352,7 +352,10 @@ def _noisy_zeros():
         (np.full((20, 20), np.nan), {"noise_variance": 0.01}, "NaN"),
         (np.zeros((20, 20, 3)), {"noise_variance": 0.01}, "grayscale"),
         (np.zeros((3, 20)), {"noise_variance": 0.01}, "smaller than one patch"),
-        (np.zeros((20, 20)), {"noise_variance": -1.0}, "non-negative"),
+        (np.zeros((20, 20)), {"noise_variance": -1.0}, "noise_variance"),
+        (np.zeros((20, 20)), {"noise_variance": np.inf}, "noise_variance"),
+        (np.zeros((20, 20)), {"noise_variance": 0.01, "patch_size": 2.5}, "patch_size"),
+        (np.zeros((20, 20)), {"noise_variance": 0.01, "step": 0}, "step"),
         (np.zeros((20, 20)), {"noise_variance": 0.01, "patch_size": 4}, "odd"),
         (np.zeros((20, 20)), {"noise_variance": 0.01, "step": 6}, "at most patch_size"),
         (_noisy_zeros(), {"noise_variance": 0.01, "crop_size": 3}, "crop_size"),
@@ -361,7 +364,7 @@ def _noisy_zeros():
         (_noisy_zeros(), {"noise_variance": 0.01, "first_stage": "bm3d"}, "first_stage"),
         (_noisy_zeros(), {"noise_variance": 0.01, "collaborative_weight": 1.5}, "in \\[0, 1\\]"),
         (_noisy_zeros(), {"noise_variance": 0.01, "collaborative_weight": "yes"}, "in \\[0, 1\\]"),
-        (_noisy_zeros(), {"noise_variance": 0.01, "block_search_distance": -1}, ">= 0"),
+        (_noisy_zeros(), {"noise_variance": 0.01, "block_search_distance": -1}, "block_search"),
         (_noisy_zeros(), {"noise_variance": 0.01, "pilot_search_distance": []}, ">= 0"),
         (_noisy_zeros(), {"noise_variance": 0.01, "pilot_search_distance": (7, -1)}, ">= 0"),
         (_noisy_zeros(), {"noise_variance": 0.01, "wiener_variance": 0.0}, "positive"),
@@ -387,8 +390,8 @@ def test_probe_cases_are_clear_errors_or_warnings():
     noisy = rng.random((48, 48)) + 0.1 * rng.standard_normal((48, 48))
     with pytest.raises(ValueError, match="epsilon"):
         wiener_sure(noisy, 0.01, epsilon=0)
-    with pytest.raises(ValueError, match="needs noise_variance"):
-        wiener_sure(noisy, None)
+    with pytest.raises(ValueError, match="noise_variance"):
+        wiener_sure(noisy, None)  # SURE needs the true variance, not an estimate
     for bad in (float("nan"), "0.1", -1.0):
         with pytest.raises(ValueError, match="noise_variance"):
             wiener_sure(noisy, bad)
