@@ -80,12 +80,16 @@ def leave_one_out_affine_errors(noisy: np.ndarray, clean: np.ndarray) -> np.ndar
 
     Parameters
     ----------
-    noisy, clean : ndarray of shape (n, p)
+    noisy : ndarray of shape (n, p)
+        Noisy observations ``z_i``.
+    clean : ndarray of shape (n, p)
+        Their clean counterparts ``x_i``.
 
     Returns
     -------
     ndarray of shape (n,)
-        ``||x_i - L_{-i}(z_i)||^2``.
+        ``||x_i - L_{-i}(z_i)||^2``, with ``L_{-i}`` the best affine map of
+        the other pairs.
 
     Examples
     --------
