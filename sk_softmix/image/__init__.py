@@ -11,14 +11,15 @@ and trainable non-local means.
   ``_wiener_head``): the same attention over the search window gating an
   affine expert per group (its empirical Wiener map), on a pilot from a
   first stage (``_collaborative``: BM3D's hard thresholding, or the same
-  Wiener experts on the noisy image), and :func:`wiener_sure`, its
-  Monte-Carlo SURE.
+  Wiener experts on the noisy image), and :func:`wiener_sure`
+  (``_wiener_sure``), its Monte-Carlo SURE.
 """
 
 from ._nonlocal_fit import NonLocalHead, denoise_image_nonlocal
 from ._patches import denoise_image, image_to_patches, patches_to_image
 from ._validation import checked_grayscale  # noqa: F401  (importable here before the move)
-from ._wiener_fit import denoise_image_wiener, wiener_sure
+from ._wiener_fit import denoise_image_wiener
+from ._wiener_sure import wiener_sure
 
 __all__ = [
     "NonLocalHead",

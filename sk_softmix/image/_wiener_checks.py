@@ -3,9 +3,10 @@
 
 import math
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ._validation import NOISE_EXCESS, check_image, noise_shown
 
@@ -18,6 +19,20 @@ MAX_WIENER_VARIANCES = 7
 # An estimated noise variance this share of the image's variance or more
 # leaves nothing to keep: the estimate is not to be trusted silently.
 ALL_NOISE = 0.9
+
+# The scalar parameters both public functions take, their types and ranges
+# as validate_params checks them; what constraints cannot express (odd
+# patches, a step within a patch, sequences of candidates, "auto") is checked
+# in _wiener_checks, each a ValueError naming the argument.
+SHARED_CONSTRAINTS = {
+    "noisy": ["array-like"],
+    "patch_size": [Interval(Integral, 1, None, closed="left")],
+    "search_distance": [Interval(Integral, 0, None, closed="left")],
+    "block_search_distance": [Interval(Integral, 0, None, closed="left")],
+    "step": [Interval(Integral, 1, None, closed="left")],
+    "device": [str],
+    "random_state": ["random_state"],
+}
 
 
 def checked_distances(value, name, single=False):
