@@ -317,11 +317,10 @@ def denoise_image_wiener(
 
 
 def _settings(patch_size, search_distance, block_search_distance, step, first_temperature):
-    (block_window,) = checked_distances(block_search_distance, "block_search_distance", single=True)
     return {
         "patch_size": patch_size,
         "search_distance": search_distance,
-        "block_search_distance": block_window,
+        "block_search_distance": int(block_search_distance),  # checked by validate_params
         "step": step,
         "first_temperature": float(first_temperature),
     }

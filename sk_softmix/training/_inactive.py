@@ -39,9 +39,6 @@ def warn_inactive(estimator, names, reason: str, *, stacklevel: int = 3) -> None
 
 
 def _same(value, default) -> bool:
-    # a bool is an int to Python: 1 and True are different settings here
-    if type(value) is not type(default) and isinstance(value, bool) != isinstance(default, bool):
-        return False
     try:
         return bool(value == default)
     except (TypeError, ValueError):  # arrays and other values without one truth value

@@ -273,24 +273,23 @@ def _first_order_loop(step, settings, device, checkpoint, *, watch_tol):
     n_run = max_iter
     if checkpoint is not None:
         checkpoint.check()
-    bar = _progress_bar(settings)
-    for iteration in range(max_iter):
-        loss = step(iteration)
-        losses[iteration] = loss.detach()
-        bar.update()
-        if settings.verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
-            _report(settings, iteration + 1, loss, max_iter)
-        stop = plateau.should_stop(losses, iteration)
-        if checkpoint is not None and (
-            (iteration + 1) % CHECK_BLOCK == 0 or iteration == max_iter - 1
-        ):
-            stop = checkpoint.check()
-        if stop:
-            n_run = iteration + 1
-            if settings.verbose:
-                print(f"[{settings.name}] stopped improving; stopping at iteration {n_run}")
-            break
-    bar.close()
+    with _progress_bar(settings) as bar:
+        for iteration in range(max_iter):
+            loss = step(iteration)
+            losses[iteration] = loss.detach()
+            bar.update()
+            if settings.verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
+                _report(settings, iteration + 1, loss, max_iter)
+            stop = plateau.should_stop(losses, iteration)
+            if checkpoint is not None and (
+                (iteration + 1) % CHECK_BLOCK == 0 or iteration == max_iter - 1
+            ):
+                stop = checkpoint.check()
+            if stop:
+                n_run = iteration + 1
+                if settings.verbose:
+                    print(f"[{settings.name}] stopped improving; stopping at iteration {n_run}")
+                break
     plateau.warn_if_unconverged(max_iter, settings.name)
     return losses[:n_run].cpu().numpy().astype(np.float64), n_run
 

@@ -79,7 +79,10 @@ def test_denoiser_without_clean_targets_trains_so_does_not_warn(pairs):
     assert _fit(denoiser, noisy) == []
 
 
-def test_changed_from_default_tells_a_bool_from_an_int_and_compares_arrays():
-    estimator = SoftmaxAttentionClassifier(early_stopping=True, max_iter=300, tol=np.array(0.1))
-    changed = changed_from_default(estimator, ["early_stopping", "max_iter", "tol"])
-    assert set(changed) == {"early_stopping", "tol"}
+def test_changed_from_default_compares_values_and_arrays():
+    estimator = SoftmaxAttentionClassifier(
+        early_stopping=True, max_iter=300, tol=np.array(0.1), batch_size=np.array([256, 256])
+    )
+    names = ["early_stopping", "max_iter", "tol", "batch_size", "alpha"]
+    # max_iter and alpha at their defaults; an array compared with a default is a change
+    assert set(changed_from_default(estimator, names)) == {"early_stopping", "tol", "batch_size"}
