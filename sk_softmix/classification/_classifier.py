@@ -1,67 +1,45 @@
 """SoftmaxAttentionClassifier: the paper's LDA head, trained in context."""
 
-import warnings
 from numbers import Real
 
 import numpy as np
-from scipy.special import log_softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
 from ..attention._device import resolve_device
 from ..attention._threads import (
     numpy_blas_threads_for,
 )
-from ..theory.lda import class_statistics, lda_coordinates
 from ..training._inactive import warn_inactive
 from ..training._persistence import ParametersAddedSinceMixin
 from ..training._solvers import SOLVERS
-from ..training._units import checked_scale, rms_scale
+from ..training._units import checked_scale
 from ..training._validation import (
     FLOAT_DTYPES,
     Count,
-    torch_dtype_of,
     unchanged_on_error,
-    unstandardised_features,
 )
-from ._bilinear_fit import fit_bilinear_classifier
+from ._bilinear_fit import BILINEAR_TRAINING_PARAMETERS, BilinearSettings, fit_bilinear_classifier
+from ._coordinates import EffectiveCoordinatesMixin
 from ._heads import (
-    heads_coordinates,
     to_fitted_shapes,
 )
-from ._kernel_fit import KernelSettings, fit_kernel_classifier
-from ._linear_starts import (
-    quadratic_scores,
-)
+from ._kernel_fit import KernelSettings, fit_kernel_classifier, uses_kernel_heads
 from ._metric import METRICS
-from ._prediction import attention_scores, neighbour_scores
-from ._tokens import (
-    check_class_counts,
-    distinct_tokens,
-    equal_weights,
-    left_in_shares,
-    repeats_are_observations,
-    row_weights,
-)
-
-# what trains the paper's bilinear heads, and nothing else: set with kernel
-# heads, they warn
-BILINEAR_TRAINING_PARAMETERS = (
-    "max_iter",
-    "learning_rate",
-    "alpha",
-    "solver",
-    "validation_fraction",
-    "tol",
-    "n_iter_no_change",
-    "batch_size",
-)
+from ._prediction import AttentionClassifierMixin
+from ._training_data import training_tokens
 
 
-class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, BaseEstimator):
+class SoftmaxAttentionClassifier(
+    AttentionClassifierMixin,
+    EffectiveCoordinatesMixin,
+    ParametersAddedSinceMixin,
+    ClassifierMixin,
+    BaseEstimator,
+):
     """Classify by softmax attention over a prompt of labelled examples.
 
     The training pairs are the prompt: token ``i`` is ``(x_i, label block)``
@@ -96,14 +74,12 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         - ``"bilinear"``: the paper's, ``x_i^T U11^T x + label_i^T u12 x``,
           trained from ``init`` by the ``solver``.
         - ``"kernel"``: ``x_i^T U11 x - 1/2 x_i^T W x_i`` with a key norm
-          ``W = U11 = I / h^2``: up to a term of the query, which the
-          softmax ignores, ``-||x - x_i||^2 / (2 h^2)``, so that the head
-          reads out (``v22 = beta I``, ``v21 = 0``) ``beta`` times the
-          Gaussian-kernel vote of the query's neighbours' labels. The
-          bandwidth ``h`` and read-out ``beta`` of each head are chosen on
-          a grid by leave-one-out log-loss (user guide, "Kernel heads"), on
-          top of the linear start (``init``: ``"auto"`` or ``"lda"``); they
-          are kept only where they beat it (``early_stopping``).
+          ``W = U11 = I / h^2``, that is ``-||x - x_i||^2 / (2 h^2)`` up to
+          a term of the query: the head reads out ``beta`` times the
+          Gaussian-kernel vote of the query's neighbours' labels, its
+          bandwidth and read-out tuned on a grid by leave-one-out log-loss
+          on top of the linear start, and kept only where they beat it
+          (user guide, "Kernel heads: selective on real data").
         - ``"auto"``: ``"kernel"`` with ``init="auto"``, else
           ``"bilinear"`` (the paper's starts are bilinear heads).
     residual : bool, default=True
@@ -112,54 +88,33 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     init : {"auto", "lda", "zero", "krylov", "random", "bayes"}, default="auto"
         Where training starts.
 
-        - ``"lda"``: the linear start. The skip map and intercept are
-          ``LinearDiscriminantAnalysis().fit(X, y)``'s ``coef_`` and
-          ``intercept_`` and the heads are the zero start
-          (``U11 = 0``, ``u12 = 0``, ``v22 = 0``, ``v21`` Gaussian), which reads
-          out a constant that the intercept cancels: with ``max_iter=0`` the
-          decision function is LDA's, for any prior, any number of classes
-          and constant features alike. Needs ``residual=True``.
-        - ``"auto"``: with kernel heads, the linear start is the one of
-          ``LinearDiscriminantAnalysis()``,
-          ``LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto")``
-          and ``LogisticRegression()``, or logistic regression on the
-          features and their products (the quadratic start, up to 43
-          features), of lowest 5-fold cross-validated
-          log-loss on the training set, LDA unless another beats it by one
-          standard error without losing accuracy by more than one
-          (``linear_start_`` says which), and the heads are kept only if
-          their held-out log-loss beats it by two standard errors and their
-          accuracy is not lower by more than one. With
-          ``head="bilinear"``, ``"lda"``, trained, then kept
-          only if it beats the untrained LDA on the held-out data
-          (``early_stopping``); with ``residual=False``, ``"zero"``.
-        - ``"zero"``: the zero start with a Gaussian ``v21`` (the paper's
-          Figure 5 heuristic; Theorem 3.6 asks ``v21(0)`` in the Krylov
-          complement ``K-perp``), with a zero skip map.
-        - ``"krylov"``: Theorem 3.6's start, the zero start with ``v21``
-          projected onto ``K-perp``. ``K`` is the Krylov space of the
-          prompt's centred class means under its pooled covariance, up to
-          the directions the prompt cannot resolve (Arnoldi steps below
-          ``2 sqrt(d / n)`` of the covariance's norm). On data with an
-          anisotropic covariance ``K`` is generically all of ``R^d``
-          (Proposition B.35): then it warns and starts from ``"zero"``.
-          The theorem's convergence is for gradient flow on the population;
-          this estimator trains with its solver and penalty on a sample.
+        - ``"lda"``: the linear start: the skip map and intercept are
+          ``LinearDiscriminantAnalysis().fit(X, y)``'s, the heads the zero
+          start, so that with ``max_iter=0`` the decision function is
+          LDA's. Needs ``residual=True``.
+        - ``"auto"``: with kernel heads, the linear start of lowest 5-fold
+          cross-validated log-loss among LDA, shrinkage LDA, logistic
+          regression and logistic regression on the features and their
+          products (``"quadratic"``, up to 43 features), LDA unless another
+          beats it by one standard error without losing more than one of
+          accuracy (``linear_start_``); the heads are kept only if their
+          held-out log-loss beats it by two standard errors. With bilinear
+          heads, ``"lda"`` (``"zero"`` with ``residual=False``).
+        - ``"zero"``: ``U11 = 0``, ``u12 = 0``, ``v22 = 0``, a Gaussian
+          ``v21`` and a zero skip map (the paper's Figure 5 heuristic).
+        - ``"krylov"``: the zero start with ``v21`` projected onto the
+          complement of the Krylov space of the class means under the
+          pooled covariance (Theorem 3.6); where that space is all of
+          ``R^d`` (Proposition B.35) it warns and starts from ``"zero"``.
         - ``"random"``: every head block Gaussian.
-        - ``"bayes"``: the exact population construction of Lemma B.3 from
-          the prompt's class means, pooled covariance and prior (for ``C >
-          2`` classes its one-hot analogue). Its read-out grows like
-          ``1 / |2 pi_+ - 1|`` as the prompt's prior nears 1/2: on 20,000
-          points with prior 0.495 the untrained head scored at chance. The
-          pooled covariance is pseudo-inverted (a constant feature, or more
-          features than samples, gets a finite start), and where the head
-          does not exist on the data it warns and starts from ``"lda"``
-          (``"zero"`` without a skip map).
+        - ``"bayes"``: the exact population construction of Lemma B.3 (its
+          one-hot analogue for ``C > 2``) from the prompt's statistics;
+          where it does not exist it warns and starts from ``"lda"``.
 
-        With a held-out set and ``residual=True``, heads trained from
-        ``"zero"``, ``"krylov"``, ``"random"`` or ``"bayes"`` that score worse there than
-        the untrained linear start (LDA) give way to it, with a warning
-        (``init_`` says which was kept).
+        Trained starts that score worse on held-out pairs than the
+        untrained linear start give way to it, with a warning unless
+        ``init="auto"`` or ``"lda"`` (``init_`` says which was kept; user
+        guide, "Linear when it can, by default").
     prompt_size : int, default=None
         ``None``: every training pair is in the prompt; an int: a random
         subset of that size (an error if it misses a class).
@@ -213,47 +168,33 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     alpha : float, default=0.01
         Bilinear heads only (see ``max_iter``). L2 penalty on the key-query
         blocks ``U11`` and ``u12``, in units where the features have
-        root-mean-square 1 (the read-out is not penalised). Without it Adam
-        lets the gate sharpen on the sample's noise in high dimension: on the
-        paper's C2 configuration (d = 20, n = 5,000, learning rate 0.02)
-        held-out log-loss was 12-29% above Bayes without the penalty and 0.6%
-        above with it. Set 0 to study the unregularised dynamics of Section
-        3.3.
+        root-mean-square 1; 0 for the unregularised dynamics of Section 3.3.
     solver : {"auto", "lbfgs", "adam", "gd"}, default="auto"
-        Bilinear heads only (see ``max_iter``). ``"lbfgs"``: full-batch L-BFGS
-        with a strong-Wolfe line search. ``"adam"``: minibatches of
-        ``batch_size`` training queries. ``"gd"``: full-batch gradient descent
-        with a constant step, for the training dynamics of Section 3.3.
-        ``"auto"``: ``"lbfgs"`` while one pass over the training queries costs
-        at most 2**23 query-token-feature products (about 15 ms), ``"adam"``
-        above, as scikit-learn uses lbfgs for small data.
+        Bilinear heads only (see ``max_iter``). Full-batch L-BFGS, Adam on
+        minibatches of ``batch_size``, or full-batch gradient descent with
+        a constant step; ``"auto"``: ``"lbfgs"`` while one pass over the
+        training queries costs at most 2**23 query-token-feature products,
+        ``"adam"`` above.
     early_stopping : "auto" or bool, default="auto"
         Hold out ``validation_fraction`` of the training pairs (stratified),
-        train on the rest, and keep the parameters that score best on the
-        held-out pairs (log-loss): the final ones unless an earlier
-        checkpoint is better by two standard errors, and the untrained linear
-        start unless the trained heads beat it by two standard errors. Adam
-        and gradient descent stop after ``n_iter_no_change`` checks (one
-        every 10 iterations) without improvement, L-BFGS (checked at every
-        evaluation) after ten times as many. ``"auto"`` holds out
-        whenever every class keeps at least 2 training pairs and 1 held-out
-        pair, and otherwise keeps the linear start untrained; ``False``
-        trains on every pair and keeps the final parameters (what the
-        paper's dynamics studies need, with ``residual=False`` and an
-        explicit ``init``). Kernel heads are compared with the linear start
-        on leave-one-out and out-of-fold log-loss instead, over every
-        training pair; ``False`` keeps them without the comparison.
+        train on the rest and keep what scores best on them: a checkpoint
+        better than the final parameters by two standard errors, the
+        untrained linear start unless the trained heads beat it by two.
+        ``"auto"``: whenever every class keeps 2 training pairs and 1
+        held-out pair, else the linear start untrained; ``False`` trains
+        on every pair and keeps the final parameters (the paper's
+        dynamics). Kernel heads are compared with the linear start on
+        leave-one-out and out-of-fold log-loss instead; ``False`` keeps
+        them without the comparison.
     validation_fraction : float, default=0.1
         Bilinear heads only (see ``max_iter``): the fraction of the training
         pairs held out by ``early_stopping``.
     tol : float, default=None
-        Bilinear heads only (see ``max_iter``). With a validation set: the
-        improvement a check must bring to count (``None``: any). Without one:
-        ``None`` runs exactly ``max_iter`` iterations and never warns; a float
-        averages the training loss over blocks of 10 iterations and stops once
-        ``n_iter_no_change`` blocks in a row fail to beat the best block by
-        ``tol``, emitting a ``ConvergenceWarning`` if ``max_iter`` runs out
-        first (for ``"lbfgs"``, the change of the loss below which it stops).
+        Bilinear heads only (see ``max_iter``). The improvement a check must
+        bring to count (``None``: any); without a validation set, a float
+        stops once ``n_iter_no_change`` blocks of 10 iterations fail to beat
+        the best by ``tol`` (with a ``ConvergenceWarning`` if ``max_iter``
+        runs out), ``None`` runs exactly ``max_iter`` iterations.
     n_iter_no_change : int, default=5
         Bilinear heads only (see ``max_iter``). Checks (of 10 iterations each)
         without improvement that stop Adam and gradient descent.
@@ -357,15 +298,11 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         the decision function gains ``x^T Q x`` in the model's coordinates;
         ``None`` for every other start.
     history_ : dict of ndarray
-        For the kept run, per loss evaluation, at the parameters where that
-        loss was computed (before the step): ``"loss"``, and for binary problems the effective
-        coordinates ``"w"`` (n_iter, n_heads, d), ``"b"``, ``"r"`` (n_iter,
-        n_heads), ``"s"`` (n_iter, n_heads, d), computed from the prompt's
-        class means, pooled covariance and prior, and ``"balance"``
-        ``||U11||_F^2 - ||v21||^2`` (n_iter, n_heads). For them ``fit``
-        keeps a copy of the parameters at every evaluation, about
-        ``max_iter * n_heads * d**2`` floats while it runs (40 MB at
-        ``d = 100``, 2 heads and 500 iterations).
+        For the kept run of bilinear heads, per loss evaluation: ``"loss"``,
+        and for two classes the effective coordinates ``"w"``, ``"b"``,
+        ``"r"``, ``"s"`` and the balance ``||U11||_F^2 - ||v21||^2`` of
+        each head, from the prompt's statistics (a copy of the parameters
+        is kept per evaluation while ``fit`` runs).
     n_iter_ : int
         Number of training iterations run, over every start trained (1 for
         kernel heads' grid search, 0 where it did not run).
@@ -386,92 +323,32 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     Notes
     -----
     On the population ``x | y = c ~ N(m_c, Gamma)`` a binary head equals
-    ``f(x) = w^T x + b + r sigmoid(s0 + s^T x)`` with ``w = U11 Gamma v21``,
-    ``b = v21^T m_{-1} - v22``, ``r = v21^T Delta + 2 v22``,
-    ``s = 2 u12 + U11 Delta``, ``s0 = log(pi_+/(1 - pi_+))`` (eq. 6-7); one
-    head represents the LDA score exactly and every critical point of the
-    effective risk is a global minimum (Theorem 3.1). Theorem 3.6 proves,
-    in the balanced symmetric case, that gradient flow from ``U11 = 0``,
-    ``u12 = 0``, ``v22 = 0`` and ``v21(0)`` in ``K-perp`` (``K`` the Krylov
-    space of ``m`` and ``Gamma``) converges exponentially to Bayes while
-    ``||U11||_F^2 - ||v21||^2`` is conserved. This estimator draws ``v21``
-    from a Gaussian and trains with Adam or L-BFGS and a penalty, so for it
-    fast convergence is observed, not proved: the paper reports (Figure 5)
-    that an all-Gaussian initialisation struggles in dimension 20 while the
-    zero start with a Gaussian ``v21`` converges fast, which is why the
-    linear start puts those heads next to the skip map. On several
-    clusters per class the gate becomes selective, which LDA cannot be
-    (``head="bilinear"``; the default's kernel heads are below).
+    ``f(x) = w^T x + b + r sigmoid(s0 + s^T x)`` (eq. 6-7): one head
+    represents the LDA score exactly, every critical point of the effective
+    risk is a global minimum (Theorem 3.1), and gradient flow from the zero
+    start with ``v21(0)`` in ``K-perp`` converges exponentially (Theorem
+    3.6, balanced symmetric case). This estimator trains with Adam or L-BFGS
+    and a penalty from a Gaussian ``v21``, so for it fast convergence is
+    observed, not proved (user guide, "Classification: the gate is
+    redundant").
 
-    A finite prompt is not the population, so a head alone matches LDA only
-    up to Monte Carlo error (and Lemma B.3's read-out amplifies it near
-    balanced priors); the skip map carries LDA's score exactly instead. LDA
-    is therefore always within reach, and the held-out comparison decides
-    whether the heads add anything. The bar is two standard errors of the
-    per-sample log-loss difference because log-loss has a heavy tail: on
-    iris, 12 held-out points with no error among them let overconfident
-    heads pass one standard error in 4 folds of 5 and triple LDA's
-    held-out log-loss. On the XOR mixture the heads beat LDA by 0.5 nats per
-    point and are always kept. The parameters kept are validated with the
-    prompt they were trained with (the held-out pairs join the prompt only
-    when the linear start is kept): adding 10% more tokens to sharply
-    trained heads cost up to 22 points of XOR accuracy.
+    A finite prompt is not the population: a head alone matches LDA only up
+    to Monte Carlo error, so the skip map carries the linear score exactly
+    and the heads are kept only where held-out log-loss shows they help, by
+    two standard errors of the per-sample difference (log-loss has a heavy
+    tail). The default's kernel heads add a key norm, ``W = U11 = I / h^2``,
+    which makes the score ``-||x - x_i||^2 / (2 h^2)`` and the head a soft
+    nearest-neighbour vote, tuned in closed form and held out throughout.
+    The user guide gives the procedure and its measurements: "Linear when
+    it can, by default" (bilinear heads), "Kernel heads: selective on real
+    data" (the starts, the grid, the rules that keep the heads), "A learned
+    metric", and "Practical notes" (scaling, threads, devices).
 
     Training runs in float32 on features divided by their root-mean-square
     (an exact symmetry of the model), each training query left out of its
-    own prompt. Prediction costs ``O(n_queries L n_features n_heads)``.
-
-    **Kernel heads** (the default). Trained bilinear heads on top of LDA
-    found nothing on real data (iris, wine, breast cancer, digits: the
-    model was LDA, at 30-100 times its cost), because the paper's score
-    ``x_i^T U11^T x`` has no key norm: its gate tilts between half-spaces
-    but cannot pick a query's neighbours. A key norm ``W = U11 = I / h^2``
-    makes the score ``-||x - x_i||^2 / (2 h^2)`` plus a term of the query,
-    so that the head reads out the labels of the query's neighbours, a
-    soft nearest-neighbour vote; neighbourhood components analysis trains
-    the same softmax with a learned metric. The fit is closed-form and
-    held-out throughout:
-
-    1. The start: LDA, shrinkage LDA, logistic regression and logistic
-       regression on the features and their pairwise products (a quadratic
-       score, ``quadratic_``) are compared by 5-fold cross-validated
-       log-loss on the training set; LDA stays unless another beats it by
-       one standard error (``linear_start_``). Their out-of-fold scores are
-       kept.
-    2. Each head's bandwidth ``h`` (13 half-octave multiples of the median
-       nearest-neighbour distance) and read-out ``beta`` (17 values and 0)
-       minimise the log-loss of the out-of-fold linear score plus the
-       leave-one-out vote (each training query votes without its own token),
-       on at most 2,000 training queries; heads are added greedily, and a
-       read-out temperature (``temperature_``) scales the sum.
-    3. ``metric="auto"``: a diagonal metric ``A`` (``U11 = W = A^T A /
-       h^2``), fitted by the same loss on each half of those queries,
-       replaces the isotropic one where it beats it on the other half by
-       two standard errors (``metric_``); the grid of step 2 then runs in
-       the features ``A x``.
-    4. The heads are kept where that held-out log-loss (with a learned
-       metric, the one of the metric fitted on the other half) beats the
-       start's by two standard errors of the per-sample difference and
-       their held-out accuracy is not below the start's by more than one;
-       else the model is its start and predicts at its cost.
-
-    Measured on real data next to the baselines a practitioner would pick:
-    user guide, "Kernel heads: selective on real data".
-
-    **Scaling.** The heads need standardised features: centred, with
-    comparable standard deviations. Rescaling one feature is an exact
-    symmetry of the heads but not of their training, and shifting one is
-    not a symmetry at all (the scores ``x_i^T U11^T x`` have no key bias).
-    On the XOR mixture, heads trained on the raw features stayed at the
-    linear start (LDA's 0.33) once one feature was shifted by 5 standard
-    deviations or scaled by 100, where standardised features reach 0.956.
-    So with ``standardize="auto"`` the model standardises such features
-    itself (``feature_mean_``, ``feature_scale_``), which makes raw input as
-    good as ``make_pipeline(StandardScaler(), ...)``; with
-    ``standardize=False`` it warns instead. LDA, the linear start, is
-    unchanged by any affine map of the features, so no setting falls below
-    it (iris, wine, breast cancer and digits score the same raw and
-    standardised).
+    own prompt. Prediction costs ``O(n_queries L n_features n_heads)`` over
+    the whole prompt, ``O(n_queries n_neighbors n_features)`` plus a tree
+    query with ``n_neighbors_``.
 
     References
     ----------
@@ -499,35 +376,9 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
     >>> bool(np.allclose(clf.decision_function(X), lda.decision_function(X)))
     True
 
-    Where each class is two clusters on opposite corners (XOR), no linear
-    score does better than chance; the product ``x1 x2`` draws the boundary,
-    and the quadratic start alone is kept:
-
-    >>> corners = rng.choice([-2.0, 2.0], size=(400, 2))
-    >>> X_xor, y_xor = corners + rng.normal(size=(400, 2)), (corners[:, 0] * corners[:, 1] > 0)
-    >>> xor = SoftmaxAttentionClassifier(random_state=0).fit(X_xor[:300], y_xor[:300])
-    >>> xor.init_, xor.linear_start_, bool(xor.score(X_xor[300:], y_xor[300:]) > 0.9)
-    ('linear', 'quadratic', True)
-
-    A band of radii is neither linear nor quadratic: the kernel heads are
-    kept, on LDA's start:
-
-    >>> X_band = rng.normal(size=(400, 2)) * 1.5
-    >>> radius = np.sqrt(np.square(X_band).sum(axis=1))
-    >>> y_band = (radius > 1.0) & (radius < 2.2)
-    >>> band = SoftmaxAttentionClassifier(random_state=0).fit(X_band[:300], y_band[:300])
-    >>> band.init_, band.linear_start_, bool(band.score(X_band[300:], y_band[300:]) > 0.9)
-    ('kernel', 'lda', True)
-
-    The paper's model (heads only) trained from the zero start: the
-    head's effective ``w`` points along the prompt's LDA direction ``w*``:
-
-    >>> paper = SoftmaxAttentionClassifier(residual=False, init="zero", early_stopping=False,
-    ...                                    max_iter=100, learning_rate=0.1, solver="adam",
-    ...                                    random_state=0).fit(X, y)
-    >>> w, w_star = paper.effective_coordinates()["w"][0], paper.bayes_coordinates()[0]
-    >>> bool(w @ w_star / (np.linalg.norm(w) * np.linalg.norm(w_star)) > 0.99)
-    True
+    Where the classes are not linearly separated the kernel heads or the
+    quadratic start take over: user guide, "Kernel heads: selective on real
+    data", and the gallery.
     """
 
     _parameter_constraints: dict = {
@@ -642,127 +493,6 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
             self._fit(X, y, sample_weight)
         return self
 
-    def decision_function(self, X):
-        """Scores of the head(s) for each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query points.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,) or (n_samples, n_classes)
-            ``f(x)`` for two classes (positive favours ``classes_[1]``), the
-            ``C`` logits otherwise.
-        """
-        scores = self._logits(X)
-        return scores[:, 1] if len(self.classes_) == 2 else scores
-
-    def predict_log_proba(self, X):
-        """Log-probabilities of the classes.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query points.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            ``log_softmax`` of the logits; for two classes the logits are
-            ``(0, f(x))``.
-        """
-        # in NumPy: a torch kernel here would wake torch's thread pool for a few rows
-        return log_softmax(self._logits(X), axis=1)
-
-    def predict_proba(self, X):
-        """Probabilities of the classes.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query points.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            For two classes, ``sigmoid(f(x))`` for ``classes_[1]``.
-        """
-        return np.exp(self.predict_log_proba(X))
-
-    def predict(self, X):
-        """Most probable class of each sample.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Query points.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        logits = self._logits(X)
-        # argmax takes the first of tied logits: a binary f(x) = 0 gives classes_[0]
-        return self.classes_[np.argmax(logits, axis=1)]
-
-    def _logits(self, X):
-        """One logit per class, (n_samples, n_classes): the one place where
-        the binary score ``f(x)`` becomes the logits ``(0, f(x))``."""
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
-        scores = self._scores(X)
-        if len(self.classes_) == 2:
-            return np.hstack([np.zeros_like(scores), scores])
-        return scores
-
-    def effective_coordinates(self) -> dict:
-        """Effective coordinates ``(w, b, r, s, s0)`` of a fitted binary model.
-
-        Computed head by head from the prompt's class means, pooled covariance
-        and prior (:func:`sk_softmix.theory.lda.effective_coordinates`); compare
-        ``w`` and ``b`` (with ``r``, ``s``) to
-        ``LinearDiscriminantAnalysis().coef_`` and ``intercept_``, or to
-        :func:`sk_softmix.theory.lda.lda_coordinates`.
-
-        Returns
-        -------
-        dict
-            ``w`` (n_heads, d), ``b``, ``r`` (n_heads,), ``s`` (n_heads, d),
-            ``s0`` (float).
-        """
-        check_is_fitted(self)
-        if len(self.classes_) != 2:
-            raise ValueError("Effective coordinates are defined for two classes only.")
-        if np.any(getattr(self, "W_", 0.0)):
-            raise ValueError(
-                "Effective coordinates (eq. 7) are those of the paper's bilinear heads; this "
-                "model has kernel heads (a key norm W_). Fit with head='bilinear'."
-            )
-        statistics = class_statistics(self.prompt_X_, 2 * self.prompt_y_ - 1)
-        return heads_coordinates(self.U11_, self.u12_, self.v21_, self.v22_, statistics)
-
-    def bayes_coordinates(self) -> tuple[np.ndarray, float]:
-        """Bayes (LDA) coordinates ``(w*, b*)`` of the prompt of a binary model.
-
-        From the prompt's class means, pooled covariance and prior
-        (:func:`sk_softmix.theory.lda.lda_coordinates`): the score ``w*^T x + b*``
-        that :meth:`effective_coordinates` should approach, equal to
-        ``LinearDiscriminantAnalysis(solver="lsqr")``'s ``coef_`` and
-        ``intercept_`` fitted on the prompt.
-
-        Returns
-        -------
-        w : ndarray of shape (n_features,)
-        b : float
-        """
-        check_is_fitted(self)
-        if len(self.classes_) != 2:
-            raise ValueError("Bayes-LDA coordinates are defined for two classes only.")
-        return lda_coordinates(*class_statistics(self.prompt_X_, 2 * self.prompt_y_ - 1))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
@@ -774,18 +504,7 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         X, y = validate_data(self, X, y, dtype=FLOAT_DTYPES, ensure_min_samples=2)
         checked_scale(X, type(self).__name__)
         check_classification_targets(y)
-        classes, labels = np.unique(y, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError(
-                f"SoftmaxAttentionClassifier needs at least 2 classes in y; got {len(classes)} "
-                f"({classes.tolist()})."
-            )
-        if self.init == "lda" and not self.residual:
-            raise ValueError(
-                "init='lda' puts LDA's score in the skip map, which needs residual=True; "
-                "with residual=False use init='bayes' (Lemma B.3) or 'zero'."
-            )
-        kernel = self._kernel_heads()
+        kernel = uses_kernel_heads(self.head, self.init, self.residual)
         if kernel:
             warn_inactive(
                 self,
@@ -795,97 +514,49 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
                 "kernel heads off).",
                 stacklevel=5,
             )
-        weights = row_weights(y, classes, sample_weight, self.class_weight, X)
-        left_in = None
-        if kernel:
-            rows, weights, counts = distinct_tokens(X, labels, weights, return_counts=True)
-            if len(rows) == len(X) and equal_weights(weights):
-                weights = None  # no repeated row, no weight: the plain fit, exactly
-            X, labels = X[rows], labels[rows]
-            if counts.max() == 1 or not repeats_are_observations(X):
-                counts = None  # no repeated row, or copies: Kish's count of the weights
-            left_in = None if counts is None else left_in_shares(counts)
-        elif not equal_weights(weights):
-            raise ValueError(
-                "sample_weight and class_weight weigh the tokens of kernel heads; the "
-                f"bilinear heads of head={self.head!r}, init={self.init!r} take no weights. "
-                "Use head='auto' with init='auto', or equal weights."
-            )
-        check_class_counts(labels, classes, minimum=1 if kernel else 2)
-        problem = unstandardised_features(X)
-        if problem is not None and self.standardize is False and self.max_iter > 0:
-            warnings.warn(
-                f"SoftmaxAttentionClassifier: X is not standardised ({problem}) and "
-                "standardize=False. The heads train on the features as given, where a "
-                "selective solution is hard to find, so the fit may stay at its linear "
-                "start (LDA's accuracy). Use standardize='auto', or put a "
-                "StandardScaler in front.",
-                UserWarning,
-                stacklevel=4,
-            )
-        standardise = self.standardize is True or (
-            self.standardize == "auto" and problem is not None
+        tokens = training_tokens(
+            X,
+            y,
+            sample_weight,
+            class_weight=self.class_weight,
+            kernel=kernel,
+            standardize=self.standardize,
+            warn_unstandardised=self.max_iter > 0,
         )
-        self.feature_mean_, self.feature_scale_ = feature_standardisation(X, standardise, weights)
-        if kernel and not standardise:
-            # kernel heads are tuned in float32: at unit root-mean-square the
-            # squared distances of data at any scale float64 serves (1e-20,
-            # 1e19) stay inside float32's range; a power of two rounds nothing
-            unit = 2.0 ** np.round(np.log2(rms_scale(X)))
-            self.feature_scale_ = np.full(X.shape[1], unit)
-        if standardise or kernel:
-            X = ((X - self.feature_mean_) / self.feature_scale_).astype(X.dtype, copy=False)
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
-        n_classes = len(classes)
         if kernel:
-            self._fit_kernel_heads(
-                X, labels, classes, random_state, device, weights, rows, left_in, counts
-            )
+            self._fit_kernel_heads(tokens, random_state, device)
             return
-        fit = fit_bilinear_classifier(self, X, labels, n_classes, random_state, device)
-        self._set_fitted(fit.parameters, classes, X, labels, fit.prompt_indices, device)
+        fit = fit_bilinear_classifier(
+            tokens.X,
+            tokens.labels,
+            len(tokens.classes),
+            self._bilinear_settings(),
+            random_state,
+            device,
+        )
+        self._set_fitted(tokens, fit.parameters, fit.prompt_indices, device)
         self.init_ = fit.init
         self.linear_start_ = "lda" if self.residual else None
         self.history_ = fit.history
         self.n_iter_ = fit.n_iter
 
-    def _kernel_heads(self) -> bool:
-        """Whether the heads are kernel heads (``head``, resolved), checking
-        the combinations that do not exist."""
-        if self.head == "bilinear" or (self.head == "auto" and self.init != "auto"):
-            return False
-        if not self.residual:
-            raise ValueError(
-                f"head={self.head!r} puts kernel heads on top of a linear start, which "
-                "needs residual=True; with residual=False use head='bilinear'."
-            )
-        if self.init not in ("auto", "lda"):
-            raise ValueError(
-                f"init={self.init!r} is a start of the paper's bilinear heads; kernel heads "
-                "start from init='auto' (the best linear start) or 'lda'. Use "
-                "head='bilinear'."
-            )
-        return True
-
-    def _fit_kernel_heads(
-        self, X, labels, classes, random_state, device, weights, rows, left_in=None, counts=None
-    ):
-        """The linear start, then kernel heads on top where they beat it (see Notes).
-
-        ``X`` and ``labels`` are the distinct tokens, ``weights`` theirs
-        (``None``: equal), ``rows`` the training rows that hold them,
-        ``left_in`` the share of its token a leave-one-out query keeps
-        (``_tokens.left_in_shares``), ``counts`` the rows each token holds
-        (``None``: one each).
-        """
+    def _fit_kernel_heads(self, tokens, random_state, device):
+        """The linear start, then kernel heads on top where they beat it (see Notes)."""
         settings = KernelSettings(**{name: getattr(self, name) for name in KernelSettings.names()})
         fit = fit_kernel_classifier(
-            X, labels, len(classes), settings, random_state, device, weights, left_in, counts
+            tokens.X,
+            tokens.labels,
+            len(tokens.classes),
+            settings,
+            random_state,
+            device,
+            tokens.weights,
+            tokens.left_in,
+            tokens.counts,
         )
-        self._set_fitted(
-            fit.parameters, classes, X, labels, fit.prompt_indices, device, weights, rows
-        )
+        self._set_fitted(tokens, fit.parameters, fit.prompt_indices, device)
         self.quadratic_ = fit.quadratic
         self.n_neighbors_ = fit.n_neighbors
         self.neighbour_mass_left_out_ = fit.mass_left_out
@@ -896,15 +567,20 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self.history_ = {"loss": np.empty(0)}
         self.n_iter_ = int(self.max_iter > 0)  # the grid search, one pass
 
-    def _set_fitted(
-        self, parameters, classes, X, labels, prompt_indices, device, weights=None, rows=None
-    ):
-        """Fitted attributes; ``X`` and ``labels`` are the tokens (rows ``rows`` of the
-        training set, all of them by default) and ``weights`` theirs."""
+    def _bilinear_settings(self) -> BilinearSettings:
+        return BilinearSettings(**{name: getattr(self, name) for name in BilinearSettings.names()})
+
+    def _set_fitted(self, tokens, parameters, prompt_indices, device):
+        """The fitted attributes every head sets: the heads' parameters, the
+        classes, the coordinates, and the prompt (the tokens at
+        ``prompt_indices``)."""
         for name, value in parameters.items():
-            setattr(self, f"{name}_", to_fitted_shapes(name, value, len(classes)))
-        self.classes_ = classes
-        self.prompt_X_, self.prompt_y_ = X[prompt_indices], labels[prompt_indices]
+            setattr(self, f"{name}_", to_fitted_shapes(name, value, len(tokens.classes)))
+        self.classes_ = tokens.classes
+        self.feature_mean_, self.feature_scale_ = tokens.feature_mean, tokens.feature_scale
+        self.prompt_X_ = tokens.X[prompt_indices]
+        self.prompt_y_ = tokens.labels[prompt_indices]
+        rows, weights = tokens.rows, tokens.weights
         self.prompt_indices_ = prompt_indices if rows is None else rows[prompt_indices]
         self.prompt_weights_ = (
             np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
@@ -912,75 +588,3 @@ class SoftmaxAttentionClassifier(ParametersAddedSinceMixin, ClassifierMixin, Bas
         self.device_ = str(device)
         self.temperature_ = 1.0
         self.quadratic_ = None
-
-    def _scores(self, X):
-        features = (X - self.feature_mean_) / self.feature_scale_  # the model's coordinates
-        # the quadratic start's x^T Q x (models saved before it have none)
-        quadratic = quadratic_scores(getattr(self, "quadratic_", None), features)
-        n_classes = len(self.classes_)
-        # models saved before token weights and learned metrics have neither
-        token_weights = getattr(self, "prompt_weights_", None)
-        if token_weights is None:
-            token_weights = np.ones(len(self.prompt_y_))
-        if self.residual and not (np.any(self.v21_) or np.any(self.v22_)):
-            # heads that read out nothing return exactly 0: the start alone
-            scores = features @ self.skip_.T.astype(features.dtype) + self.intercept_
-        elif getattr(self, "n_neighbors_", None) is not None:
-            metric = getattr(self, "metric_", None)
-            scores = neighbour_scores(
-                features,
-                {name: getattr(self, f"{name}_") for name in ("U11", "v22", "skip", "intercept")},
-                np.eye(self.U11_.shape[1]) if metric is None else metric,
-                self.prompt_X_,
-                self.prompt_y_,
-                token_weights,
-                self.n_neighbors_,
-                n_classes,
-            )
-        else:
-            scores = attention_scores(
-                features,
-                {name: np.asarray(getattr(self, f"{name}_")) for name in self._parameter_names()},
-                self.prompt_X_,
-                self.prompt_y_,
-                token_weights,
-                n_classes,
-                resolve_device(self.device),
-                torch_dtype_of(X),
-                self.transform_batch_size,
-            )
-        return (scores + quadratic).astype(X.dtype, copy=False)
-
-    def _parameter_names(self):
-        heads = ("U11", "u12", "v21", "v22")
-        # W_: a key norm, nonzero for kernel heads only (models saved before
-        # kernel heads existed have none)
-        if np.any(getattr(self, "W_", 0.0)):
-            heads = heads + ("W",)
-        return heads + ("skip", "intercept") if self.residual else heads
-
-
-def feature_standardisation(
-    X, standardise: bool, weights: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The centre and scale of each feature the model works in.
-
-    ``(mean, standard deviation)`` of ``X``'s columns when ``standardise``
-    (a constant column keeps scale 1), else zeros and ones; weighted by the
-    rows' ``weights`` where given, so that repeated rows merged into one
-    weighted token give the same coordinates as the rows themselves.
-    """
-    n_features = X.shape[1]
-    if not standardise:
-        return np.zeros(n_features), np.ones(n_features)
-    X = X.astype(np.float64)
-    if weights is None:
-        mean = X.mean(axis=0)
-        scale = X.std(axis=0)
-    else:
-        mean = np.average(X, axis=0, weights=weights)
-        scale = np.sqrt(np.average(np.square(X - mean), axis=0, weights=weights))
-    # below float64's resolution of the column the spread is rounding: constant
-    constant = scale <= 1e-12 * np.maximum(np.abs(mean), scale.max())
-    scale[constant] = 1.0
-    return mean, scale

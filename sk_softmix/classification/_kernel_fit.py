@@ -76,6 +76,30 @@ class KernelClassifierFit(NamedTuple):
     linear_start: str
 
 
+def uses_kernel_heads(head: str, init: str, residual: bool) -> bool:
+    """Whether the classifier's heads are kernel heads (``head`` resolved),
+    with a ``ValueError`` for the combinations that do not exist."""
+    if init == "lda" and not residual:
+        raise ValueError(
+            "init='lda' puts LDA's score in the skip map, which needs residual=True; "
+            "with residual=False use init='bayes' (Lemma B.3) or 'zero'."
+        )
+    if head == "bilinear" or (head == "auto" and init != "auto"):
+        return False
+    if not residual:
+        raise ValueError(
+            f"head={head!r} puts kernel heads on top of a linear start, which "
+            "needs residual=True; with residual=False use head='bilinear'."
+        )
+    if init not in ("auto", "lda"):
+        raise ValueError(
+            f"init={init!r} is a start of the paper's bilinear heads; kernel heads "
+            "start from init='auto' (the best linear start) or 'lda'. Use "
+            "head='bilinear'."
+        )
+    return True
+
+
 def prompt_with_every_class(labels, n_classes, prompt_size, random_state, rows=None):
     """``choose_prompt``'s rows, checked to hold every class."""
     prompt_indices = choose_prompt(len(labels), prompt_size, random_state, rows)

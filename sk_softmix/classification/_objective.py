@@ -32,7 +32,6 @@ _SELECTION = Selection(start=2.0, checkpoint=2.0)
 
 
 def train_heads(
-    classifier,
     X,
     labels,
     n_classes,
@@ -40,10 +39,17 @@ def train_heads(
     validation_rows,
     starts,
     reference,
+    settings,
     random_state,
     device,
 ):
-    """Train from each start (one training module for every estimator)."""
+    """Train from each start (``fit_starts``, shared by every estimator).
+
+    ``settings`` holds the classifier's training parameters (a
+    ``_bilinear_fit.BilinearSettings``); returns the ``FitOutcome`` and the
+    kept run's history (the loss and, for two classes, the effective
+    coordinates per evaluation).
+    """
     train_rows = np.setdiff1d(
         np.arange(len(X)), validation_rows if validation_rows is not None else []
     )
@@ -62,9 +68,9 @@ def train_heads(
         validation = as_tensor(validation_rows, device)
         validation_features, validation_targets = features[validation], targets[validation]
     solver = resolve_solver(
-        classifier.solver, len(train_rows), len(prompt_indices), classifier.n_heads, prompt.shape[1]
+        settings.solver, len(train_rows), len(prompt_indices), settings.n_heads, prompt.shape[1]
     )
-    settings = TrainingSettings.of(classifier, solver)
+    training = TrainingSettings.of(vars(settings), solver, "SoftmaxAttentionClassifier")
     binary = n_classes == 2
     snapshots = {}
 
@@ -73,21 +79,21 @@ def train_heads(
 
         def loss_on(batch):
             scores = classifier_scores(
-                trained, queries[batch], prompt, exclude[batch], classifier.batch_size
+                trained, queries[batch], prompt, exclude[batch], settings.batch_size
             )
             # a training step: not a final score, not a thread-count probe
             if binary and torch.is_grad_enabled() and not in_timing_probe():
                 recorded.append({k: v.detach().clone() for k, v in trained.items()})
             loss = classification_losses(scores, query_targets[batch]).mean()
-            if classifier.alpha:
-                loss = loss + classifier.alpha * (
+            if settings.alpha:
+                loss = loss + settings.alpha * (
                     (trained["U11"] ** 2).sum() + (trained["u12"] ** 2).sum()
                 )
             return loss
 
         def validation_losses(limit=None):
             scores = classifier_scores(
-                trained, validation_features[:limit], prompt, None, classifier.batch_size
+                trained, validation_features[:limit], prompt, None, settings.batch_size
             )
             return classification_losses(scores, validation_targets[:limit])
 
@@ -97,7 +103,7 @@ def train_heads(
         starts,
         reference,
         objective,
-        settings,
+        training,
         scale=scale,
         powers=_SCALE_POWER,
         n_queries=len(train_rows),

@@ -1,20 +1,25 @@
 """The classifier's scores at prediction, from its fitted arrays.
 
+:class:`AttentionClassifierMixin` holds the estimator's prediction methods.
 Two paths: the engine's attention over the whole prompt (torch, CPU or
 CUDA, the fused kernel where it is exact), and the kernel heads' vote over
 each query's nearest tokens (``_neighbours``) for models fitted with
-``n_neighbors``. Both return the start's linear score plus the heads'; the
-quadratic start's term is added by the estimator.
+``n_neighbors``. Both return the start's linear score plus the heads';
+:func:`fitted_scores` picks the path and adds the quadratic start's term.
 """
 
 import numpy as np
 import torch
+from scipy.special import log_softmax
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..attention._device import as_tensor
+from ..attention._device import as_tensor, resolve_device
 from ..attention._fused import fused_kernel_available
 from ..attention._kernels import queries_per_chunk
 from ..attention._threads import one_cpu_thread, predict_on_threads
+from ..training._validation import FLOAT_DTYPES, torch_dtype_of
 from ._heads import classifier_scores, classifier_tokens, from_fitted_shapes, label_blocks
+from ._linear_starts import quadratic_scores
 from ._neighbours import neighbour_head_votes, token_index
 from ._tokens import equal_weights
 
@@ -82,3 +87,172 @@ def neighbour_scores(
         n_neighbors,
     )
     return features @ fitted["skip"].T + fitted["intercept"] + votes
+
+
+# the fitted attributes the scores read; models saved before the quadratic
+# start, token weights, learned metrics or kernel heads lack some of them
+FITTED_FOR_SCORES = (
+    "classes_",
+    "feature_mean_",
+    "feature_scale_",
+    "prompt_X_",
+    "prompt_y_",
+    "prompt_weights_",
+    "quadratic_",
+    "n_neighbors_",
+    "metric_",
+    "U11_",
+    "u12_",
+    "v21_",
+    "v22_",
+    "W_",
+    "skip_",
+    "intercept_",
+)
+
+
+def fitted_scores(X, fitted: dict, *, residual: bool, device, batch_size):
+    """The classifier's scores of ``X`` (n, 1 or n_classes), in ``X``'s dtype.
+
+    ``fitted`` maps each name of ``FITTED_FOR_SCORES`` to the estimator's
+    attribute (``None`` where a saved model lacks it); ``residual``,
+    ``device`` and ``batch_size`` (``transform_batch_size``) are its
+    parameters. The path: the start alone where the heads read out nothing,
+    the neighbours' vote where the model was fitted with ``n_neighbors``,
+    else attention over the whole prompt; plus the quadratic start's term.
+    """
+    features = (X - fitted["feature_mean_"]) / fitted["feature_scale_"]  # the model's coordinates
+    quadratic = quadratic_scores(fitted["quadratic_"], features)
+    n_classes = len(fitted["classes_"])
+    token_weights = fitted["prompt_weights_"]
+    if token_weights is None:
+        token_weights = np.ones(len(fitted["prompt_y_"]))
+    parameters = {
+        name: np.asarray(fitted[f"{name}_"])
+        for name in ("U11", "u12", "v21", "v22", "W", "skip", "intercept")
+        if fitted[f"{name}_"] is not None
+    }
+    # W_: a key norm, nonzero for kernel heads only
+    if "W" in parameters and not np.any(parameters["W"]):
+        del parameters["W"]
+    if not residual:
+        parameters.pop("skip", None)
+        parameters.pop("intercept", None)
+    if residual and not (np.any(parameters["v21"]) or np.any(parameters["v22"])):
+        # heads that read out nothing return exactly 0: the start alone
+        scores = features @ parameters["skip"].T.astype(features.dtype) + parameters["intercept"]
+    elif fitted["n_neighbors_"] is not None:
+        metric = fitted["metric_"]
+        scores = neighbour_scores(
+            features,
+            parameters,
+            np.eye(parameters["U11"].shape[1]) if metric is None else metric,
+            fitted["prompt_X_"],
+            fitted["prompt_y_"],
+            token_weights,
+            fitted["n_neighbors_"],
+            n_classes,
+        )
+    else:
+        scores = attention_scores(
+            features,
+            parameters,
+            fitted["prompt_X_"],
+            fitted["prompt_y_"],
+            token_weights,
+            n_classes,
+            device,
+            torch_dtype_of(X),
+            batch_size,
+        )
+    return (scores + quadratic).astype(X.dtype, copy=False)
+
+
+class AttentionClassifierMixin:
+    """The classifier's prediction methods, from its fitted arrays (as
+    scikit-learn's ``LinearClassifierMixin`` is a linear model's)."""
+
+    def decision_function(self, X):
+        """Scores of the head(s) for each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            ``f(x)`` for two classes (positive favours ``classes_[1]``), the
+            ``C`` logits otherwise.
+        """
+        scores = self._logits(X)
+        return scores[:, 1] if len(self.classes_) == 2 else scores
+
+    def predict_log_proba(self, X):
+        """Log-probabilities of the classes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ``log_softmax`` of the logits; for two classes the logits are
+            ``(0, f(x))``.
+        """
+        # in NumPy: a torch kernel here would wake torch's thread pool for a few rows
+        return log_softmax(self._logits(X), axis=1)
+
+    def predict_proba(self, X):
+        """Probabilities of the classes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            For two classes, ``sigmoid(f(x))`` for ``classes_[1]``.
+        """
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X):
+        """Most probable class of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Query points.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        logits = self._logits(X)
+        # argmax takes the first of tied logits: a binary f(x) = 0 gives classes_[0]
+        return self.classes_[np.argmax(logits, axis=1)]
+
+    def _logits(self, X):
+        """One logit per class, (n_samples, n_classes): the one place where
+        the binary score ``f(x)`` becomes the logits ``(0, f(x))``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES)
+        scores = self._scores(X)
+        if len(self.classes_) == 2:
+            return np.hstack([np.zeros_like(scores), scores])
+        return scores
+
+    def _scores(self, X):
+        return fitted_scores(
+            X,
+            {name: getattr(self, name, None) for name in FITTED_FOR_SCORES},
+            residual=self.residual,
+            device=resolve_device(self.device),
+            batch_size=self.transform_batch_size,
+        )

@@ -140,9 +140,9 @@ class MetaTrainingMixin:
         scale = rms_scale(X[prompt_indices])
         trained = to_training_units(parameters, scale, self._SCALE_POWER, device)
         loss_on, _ = training_objective(
-            self, X, y, noise_variance, prompt_indices, None, scale, device
+            self._model(), X, y, noise_variance, prompt_indices, None, scale, device
         )(trained)
-        settings = TrainingSettings.of(self, "adam")
+        settings = TrainingSettings.of(self.get_params(), "adam", type(self).__name__)
         settings.max_iter = -(-X.shape[0] // self.batch_size)  # one pass
         with training_threads(loss_on, X.shape[0], settings, device):
             new_history, _ = train(

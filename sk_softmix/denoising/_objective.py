@@ -13,9 +13,7 @@ from ..attention._device import as_tensor
 from ..training._validation import prompt_positions
 
 
-def training_objective(
-    denoiser, X, y, noise_variance, prompt_indices, validation_rows, scale, device
-):
+def training_objective(model, X, y, noise_variance, prompt_indices, validation_rows, scale, device):
     """``objective(parameters) -> (loss_on, validation_losses)`` in training units.
 
     The loss is the squared error against ``y`` when given, otherwise
@@ -23,7 +21,8 @@ def training_objective(
     whose expectation is the squared error against the unseen clean
     points; both per entry (divided by ``p``), like the MSE. Training
     queries are the rows outside ``validation_rows``, each left out of
-    its own prompt; validation rows are not in the prompt.
+    its own prompt; validation rows are not in the prompt. ``model`` is a
+    ``_model.DenoiserModel``.
     """
     validation = np.zeros(X.shape[0], dtype=bool)
     held_out = np.empty(0, dtype=np.int64) if validation_rows is None else validation_rows
@@ -39,9 +38,9 @@ def training_objective(
     def per_query_losses(parameters, rows, query_exclude):
         chunk_queries = queries[rows]
         if targets is not None:
-            denoised = denoiser._forward(parameters, chunk_queries, prompt, query_exclude)
+            denoised = model.forward(parameters, chunk_queries, prompt, query_exclude)
             return torch.mean((denoised - targets[rows]) ** 2, dim=-1)
-        denoised, divergence = denoiser._forward_and_divergence(
+        denoised, divergence = model.forward_and_divergence(
             parameters, chunk_queries, prompt, query_exclude
         )
         return stein_risk(denoised, chunk_queries, divergence, xi2)
@@ -56,7 +55,7 @@ def training_objective(
             return in_chunks(
                 0,
                 len(rows),
-                denoiser.batch_size,
+                model.batch_size,
                 lambda chunk: per_query_losses(parameters, rows[chunk], None),
             )
 

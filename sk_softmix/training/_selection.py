@@ -10,7 +10,7 @@ import torch
 from sklearn.model_selection import train_test_split
 
 from ._solvers import TrainingSettings, train, training_threads
-from ._stopping import ValidationCheckpoint, significantly_lower
+from ._stopping import TRIAL_MARGIN, TrialCheck, ValidationCheckpoint, significantly_lower
 from ._units import to_data_units, to_training_units
 
 
@@ -99,11 +99,15 @@ class Selection:
     earlier checkpoint to replace the final parameters, with a stalled
     validation loss stopping training (``ValidationCheckpoint``); ``None``
     runs every start to its end (Adam's schedule, L-BFGS's convergence test)
-    and scores only its final parameters.
+    and scores only its final parameters. ``trial``: the cheap test first
+    (``TrialCheck``, instead of a checkpoint): a run still well above the
+    untrained linear start this fraction of the way through its iterations
+    stops there; ``None`` never stops one.
     """
 
     start: float
     checkpoint: float | None
+    trial: float | None = None
 
 
 @dataclass
@@ -180,7 +184,14 @@ def fit_starts(
             trained = to_training_units(start, scale, powers, device)
             loss_on, validation_losses = objective(name, trained)
             checkpoint = None
-            if validate and selection.checkpoint is not None:
+            if reference_losses is not None and selection.trial is not None:
+                checkpoint = TrialCheck(
+                    validation_losses,
+                    float(reference_losses.double().mean()),
+                    at_iteration=max(1, round(selection.trial * settings.max_iter)),
+                    margin=TRIAL_MARGIN,
+                )
+            elif validate and selection.checkpoint is not None:
                 checkpoint = ValidationCheckpoint(
                     trained,
                     validation_losses,

@@ -34,7 +34,7 @@ SOLVERS = ("auto", "lbfgs", "adam", "gd")
 
 @dataclass
 class TrainingSettings:
-    """The hyperparameters every solver reads, taken from the estimator."""
+    """The hyperparameters every solver reads, and the estimator's name for its messages."""
 
     solver: str
     max_iter: int
@@ -46,17 +46,17 @@ class TrainingSettings:
     name: str
 
     @classmethod
-    def of(cls, estimator, solver: str) -> "TrainingSettings":
+    def of(cls, parameters: dict, solver: str, name: str) -> "TrainingSettings":
+        """The settings from an estimator's parameters (``get_params()``),
+        with ``solver`` resolved and ``name`` for the messages."""
         return cls(
             solver=solver,
-            max_iter=estimator.max_iter,
-            learning_rate=estimator.learning_rate,
-            batch_size=estimator.batch_size,
-            tol=estimator.tol,
-            n_iter_no_change=estimator.n_iter_no_change,
-            verbose=estimator.verbose,
-            name=type(estimator).__name__,
+            name=name,
+            **{key: parameters[key] for key in _FROM_PARAMETERS},
         )
+
+
+_FROM_PARAMETERS = ("max_iter", "learning_rate", "batch_size", "tol", "n_iter_no_change", "verbose")
 
 
 def resolve_solver(
@@ -268,7 +268,8 @@ def _first_order_loop(step, settings, device, checkpoint, *, watch_tol):
     losses = torch.empty(max_iter, device=device)
     report_every = 1 if settings.verbose > 1 else max(1, max_iter // 10)
     plateau = PlateauStop(
-        settings.tol if watch_tol and checkpoint is None else None, settings.n_iter_no_change
+        settings.tol if watch_tol and not _stops_on_stall(checkpoint) else None,
+        settings.n_iter_no_change,
     )
     n_run = max_iter
     if checkpoint is not None:
@@ -288,10 +289,17 @@ def _first_order_loop(step, settings, device, checkpoint, *, watch_tol):
             if stop:
                 n_run = iteration + 1
                 if settings.verbose:
-                    print(f"[{settings.name}] stopped improving; stopping at iteration {n_run}")
+                    reason = getattr(checkpoint, "stop_reason", None) or "stopped improving"
+                    print(f"[{settings.name}] {reason}; stopping at iteration {n_run}")
                 break
     plateau.warn_if_unconverged(max_iter, settings.name)
     return losses[:n_run].cpu().numpy().astype(np.float64), n_run
+
+
+def _stops_on_stall(checkpoint) -> bool:
+    """Whether ``checkpoint`` stops training on a stalled validation loss, in
+    place of the plateau of the training loss (``tol``)."""
+    return checkpoint is not None and checkpoint.stops_on_stall
 
 
 class _Stalled(Exception):
@@ -342,12 +350,13 @@ def _lbfgs(
         optimizer.step(closure)
     except _Stalled:
         if settings.verbose:
-            print(f"[{settings.name}] stopped improving after {len(losses)} evaluations")
+            reason = getattr(checkpoint, "stop_reason", None) or "stopped improving"
+            print(f"[{settings.name}] {reason}; stopped after {len(losses)} evaluations")
     finally:
         bar.close()
     state = optimizer.state[optimizer._params[0]]
     if (
-        checkpoint is None
+        not _stops_on_stall(checkpoint)
         and settings.tol is not None
         and state.get("n_iter", 0) >= settings.max_iter
     ):

@@ -34,6 +34,10 @@ class ValidationCheckpoint:
     ``n_standard_errors`` (``significantly_lower``).
     """
 
+    # a stalled validation loss stops training: the plateau of the training
+    # loss (tol) is not watched beside it
+    stops_on_stall = True
+
     def __init__(
         self,
         parameters: dict,
@@ -95,6 +99,61 @@ class ValidationCheckpoint:
         with torch.no_grad():
             for name, value in self.parameters.items():
                 value.copy_(state[name])
+
+
+# TrialCheck stops a run whose validation loss is more than this fraction
+# above the untrained linear start's. Measured on the study's denoising tasks
+# (2,000 and 10,000 points, one and two residual heads, by SURE), a fifth of
+# the way through Adam's 200 steps: every run that went on to beat the linear
+# start was below 1.09 times its loss; on noisy digits, where none did, the
+# runs were at 1.29 to 1.97 times.
+TRIAL_MARGIN = 0.1
+
+
+class TrialCheck:
+    """The cheap test first: stops a run still well above the reference.
+
+    Checked as a ``ValidationCheckpoint`` is (``check`` at the start and every
+    ``CHECK_BLOCK`` first-order steps, or at every L-BFGS evaluation with
+    ``checks_per_block=CHECK_BLOCK``). The first check at or after
+    ``at_iteration`` iterations compares the mean validation loss on
+    ``MONITOR_ROWS`` held-out rows with ``(1 + margin)`` times the reference's
+    mean, and stops the run if it is not below; later checks never stop it.
+    ``finish`` returns the final per-sample validation losses.
+    """
+
+    stops_on_stall = False  # tol's plateau of the training loss still applies
+
+    def __init__(self, validation_losses: Callable, reference_mean: float, at_iteration, margin):
+        self.validation_losses = validation_losses
+        self.reference_mean = reference_mean
+        self.at_iteration = at_iteration
+        self.margin = margin
+        self.calls = 0
+        self.ratio = None  # validation / reference at the trial, once checked
+        self.stop_reason = None
+
+    def check(self, checks_per_block: int = 1) -> bool:
+        self.calls += 1
+        # first-order solvers check once before their first step
+        done = self.calls if checks_per_block > 1 else (self.calls - 1) * CHECK_BLOCK
+        if self.ratio is not None or done < self.at_iteration:
+            return False
+        with torch.no_grad():
+            mean = float(self.validation_losses(MONITOR_ROWS).double().mean())
+        self.ratio = mean / self.reference_mean if self.reference_mean > 0 else math.inf
+        stop = not (mean < (1.0 + self.margin) * self.reference_mean)
+        if stop:
+            self.stop_reason = (
+                f"validation loss {self.ratio:.3g} times the untrained linear start's "
+                f"after {done} iterations, above {1 + self.margin:g}: stopped (the "
+                "cheap test first)"
+            )
+        return stop
+
+    def finish(self) -> torch.Tensor:
+        with torch.no_grad():
+            return self.validation_losses(None)
 
 
 class PlateauStop:
