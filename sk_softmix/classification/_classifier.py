@@ -57,12 +57,9 @@ class SoftmaxAttentionClassifier(
     ``v22`` is ``C x C``, the skip map is ``C x d``, and the ``C`` output
     scores are trained with cross-entropy.
 
-    By default the classifier starts on the best regularised linear
-    classifier for the data (LDA, its linear special case, unless shrinkage
-    LDA or logistic regression is clearly better) and adds kernel heads, a
-    soft nearest-neighbour vote over the prompt, only where held-out
-    log-loss shows they help: linear when it can, selective when it must
-    (see Notes).
+    By default the score starts on the best linear (or quadratic) classifier
+    for the data and adds kernel heads, a soft nearest-neighbour vote over
+    the prompt, only where held-out log-loss shows they help (see Notes).
 
     Parameters
     ----------
@@ -202,17 +199,13 @@ class SoftmaxAttentionClassifier(
         Bilinear heads only (see ``max_iter``). Training queries per Adam step
         (L-BFGS takes every training query).
     transform_batch_size : int, default=None
-        Queries evaluated at once by the prediction methods (memory
-        ``n_heads * transform_batch_size * L`` scores). ``None``: as many as
-        fill about 2**24 scores (64 MiB in float32) whatever the prompt
-        length ``L``.
+        Queries evaluated at once by the prediction methods. ``None``: as
+        many as fill about 2**24 scores (64 MiB in float32).
     standardize : "auto" or bool, default="auto"
-        Whether the model works on standardised features, ``(x - mean) /
-        std`` per feature from the training data (see Notes, Scaling).
-        ``"auto"``: when ``X`` is far from standardised (a feature's mean
-        beyond one standard deviation from 0, or standard deviations spread
-        over more than a factor of 10), so that standardised input and the
-        paper's synthetic settings are used as given.
+        Whether the model works on standardised features (``(x - mean) /
+        std`` per feature). ``"auto"``: when ``X`` is far from standardised
+        (a feature's mean beyond one standard deviation from 0, or standard
+        deviations spread over more than a factor of 10).
     device : str, default="auto"
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
     random_state : int, RandomState instance or None, default=None
@@ -236,9 +229,8 @@ class SoftmaxAttentionClassifier(
     feature_mean_ : ndarray of shape (n_features,)
         Centre subtracted from every feature (zeros when not standardised).
     feature_scale_ : ndarray of shape (n_features,)
-        Scale dividing every centred feature: ones when not standardised,
-        but for kernel heads, which work at unit root-mean-square (the power
-        of two nearest it, so that the division rounds nothing).
+        Scale dividing every centred feature: ones when not standardised
+        (for kernel heads, the power of two nearest the root-mean-square).
     prompt_y_ : ndarray of shape (L,)
         Class indices (into ``classes_``) of the prompt.
     prompt_indices_ : ndarray of shape (L,)
@@ -249,22 +241,18 @@ class SoftmaxAttentionClassifier(
         attends to, ``None`` for all (``n_neighbors`` resolved).
     neighbour_mass_left_out_ : float
         With ``n_neighbors_``: the largest share of a kept head's softmax
-        mass that the restriction left out on a tuning query, a bound (each
-        vote entry is within twice it of the exact head's); 0 otherwise.
+        mass left out on a tuning query (each vote entry is within twice it
+        of the exact head's); 0 otherwise.
     metric_ : ndarray of shape (rank, n_features)
-        Kernel heads only: the metric ``A`` of their kernel, ``U11_[h] =
-        A^T A / h^2`` (``metric``), in the model's coordinates; the identity
-        where the isotropic metric is kept (or none was tried).
+        The metric ``A`` of kernel heads, ``U11_[h] = A^T A / h^2``
+        (``metric``); the identity for isotropic and bilinear heads.
     temperature_ : float
-        The read-out temperature of kernel heads: the skip map, intercept
-        and read-outs are its multiples of those fitted, so that the
-        held-out log-loss is lowest; it changes no predicted label. Where
-        the start is kept alone, 1 unless a temperature lowers its
-        out-of-fold log-loss by two standard errors; 1 for bilinear heads.
+        The read-out temperature of kernel heads (the skip map, intercept
+        and read-outs are its multiples of those fitted): the one of lowest
+        held-out log-loss; it changes no label. 1 for bilinear heads.
     prompt_weights_ : ndarray of shape (L,)
-        Each prompt token's weight (kernel heads): the summed
-        ``sample_weight`` times ``class_weight`` of its rows. A token's score
-        gains ``log`` of it. Ones for bilinear heads.
+        Each prompt token's weight, its rows' summed ``sample_weight`` times
+        ``class_weight`` (a token's score gains its ``log``).
     U11_ : ndarray of shape (n_heads, n_features, n_features)
         Feature-feature blocks of the key-query matrices: the score of token
         ``i`` for query ``x`` has the term ``x_i^T U11^T x``.
@@ -525,55 +513,69 @@ class SoftmaxAttentionClassifier(
         )
         device = resolve_device(self.device)
         random_state = check_random_state(self.random_state)
+        n_classes = len(tokens.classes)
         if kernel:
-            self._fit_kernel_heads(tokens, random_state, device)
+            fit = fit_kernel_classifier(
+                tokens.X,
+                tokens.labels,
+                n_classes,
+                KernelSettings.of(self.get_params()),
+                random_state,
+                device,
+                tokens.weights,
+                tokens.left_in,
+                tokens.counts,
+            )
+            self._set_fitted(
+                tokens,
+                fit.parameters,
+                fit.prompt_indices,
+                device,
+                init="kernel" if fit.kept else ("linear" if self.init == "auto" else "lda"),
+                linear_start=fit.linear_start,
+                n_iter=int(self.max_iter > 0),  # the grid search, one pass
+                quadratic=fit.quadratic,
+                n_neighbors=fit.n_neighbors,
+                mass_left_out=fit.mass_left_out,
+                temperature=fit.temperature,
+                metric=fit.metric,
+            )
             return
+        settings = BilinearSettings.of(self.get_params())
         fit = fit_bilinear_classifier(
-            tokens.X,
-            tokens.labels,
-            len(tokens.classes),
-            self._bilinear_settings(),
-            random_state,
-            device,
+            tokens.X, tokens.labels, n_classes, settings, random_state, device
         )
-        self._set_fitted(tokens, fit.parameters, fit.prompt_indices, device)
-        self.init_ = fit.init
-        self.linear_start_ = "lda" if self.residual else None
-        self.history_ = fit.history
-        self.n_iter_ = fit.n_iter
-
-    def _fit_kernel_heads(self, tokens, random_state, device):
-        """The linear start, then kernel heads on top where they beat it (see Notes)."""
-        settings = KernelSettings(**{name: getattr(self, name) for name in KernelSettings.names()})
-        fit = fit_kernel_classifier(
-            tokens.X,
-            tokens.labels,
-            len(tokens.classes),
-            settings,
-            random_state,
+        self._set_fitted(
+            tokens,
+            fit.parameters,
+            fit.prompt_indices,
             device,
-            tokens.weights,
-            tokens.left_in,
-            tokens.counts,
+            init=fit.init,
+            linear_start="lda" if self.residual else None,
+            n_iter=fit.n_iter,
+            history=fit.history,
         )
-        self._set_fitted(tokens, fit.parameters, fit.prompt_indices, device)
-        self.quadratic_ = fit.quadratic
-        self.n_neighbors_ = fit.n_neighbors
-        self.neighbour_mass_left_out_ = fit.mass_left_out
-        self.temperature_ = fit.temperature
-        self.metric_ = fit.metric
-        self.init_ = "kernel" if fit.kept else ("linear" if self.init == "auto" else "lda")
-        self.linear_start_ = fit.linear_start
-        self.history_ = {"loss": np.empty(0)}
-        self.n_iter_ = int(self.max_iter > 0)  # the grid search, one pass
 
-    def _bilinear_settings(self) -> BilinearSettings:
-        return BilinearSettings(**{name: getattr(self, name) for name in BilinearSettings.names()})
-
-    def _set_fitted(self, tokens, parameters, prompt_indices, device):
-        """The fitted attributes every head sets: the heads' parameters, the
-        classes, the coordinates, and the prompt (the tokens at
-        ``prompt_indices``)."""
+    def _set_fitted(
+        self,
+        tokens,
+        parameters,
+        prompt_indices,
+        device,
+        *,
+        init,
+        linear_start,
+        n_iter,
+        history=None,
+        quadratic=None,
+        n_neighbors=None,
+        mass_left_out=0.0,
+        temperature=1.0,
+        metric=None,
+    ):
+        """Every fitted attribute, in one place: the heads' parameters, the
+        classes and coordinates, the prompt (the tokens at
+        ``prompt_indices``), and how the fit chose them."""
         for name, value in parameters.items():
             setattr(self, f"{name}_", to_fitted_shapes(name, value, len(tokens.classes)))
         self.classes_ = tokens.classes
@@ -586,5 +588,12 @@ class SoftmaxAttentionClassifier(
             np.ones(len(prompt_indices)) if weights is None else weights[prompt_indices]
         )
         self.device_ = str(device)
-        self.temperature_ = 1.0
-        self.quadratic_ = None
+        self.init_ = init
+        self.linear_start_ = linear_start
+        self.n_iter_ = n_iter
+        self.history_ = {"loss": np.empty(0)} if history is None else history
+        self.quadratic_ = quadratic
+        self.n_neighbors_ = n_neighbors
+        self.neighbour_mass_left_out_ = mass_left_out
+        self.temperature_ = temperature
+        self.metric_ = np.eye(tokens.X.shape[1]) if metric is None else metric

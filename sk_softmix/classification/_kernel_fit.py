@@ -57,8 +57,9 @@ class KernelSettings:
     verbose: int
 
     @classmethod
-    def names(cls) -> tuple:
-        return tuple(field.name for field in fields(cls))
+    def of(cls, parameters: dict):
+        """The settings from the classifier's ``get_params()``."""
+        return cls(**{field.name: parameters[field.name] for field in fields(cls)})
 
 
 class KernelClassifierFit(NamedTuple):

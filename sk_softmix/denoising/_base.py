@@ -468,12 +468,15 @@ class AttentionDenoiserBase(
             stacklevel=5,  # the user's call of fit
         )
         self._set_fitted(
-            X, outcome.prompt_indices, outcome.parameters, noise_variance, outcome.history, device
+            X[outcome.prompt_indices],
+            outcome.prompt_indices,
+            outcome.parameters,
+            noise_variance,
+            device,
+            init=outcome.start,
+            n_iter=outcome.n_iter,
+            history=outcome.history,
         )
-        self.init_ = outcome.start
-        self.n_iter_ = outcome.n_iter
-        if hasattr(self, "optimizer_state_"):
-            del self.optimizer_state_  # a fresh fit starts fresh moments
 
     def _fit_untrained(self, X, y, noise_variance, random_state, device):
         """The linear start (the construction without one) on every row, untrained."""
@@ -488,21 +491,41 @@ class AttentionDenoiserBase(
             (start,),
             prompt_positions(prompt_indices, X.shape[0]),
         )[start]
-        self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
-        self.init_ = start
-        self.n_iter_ = 0
-        if hasattr(self, "optimizer_state_"):
-            del self.optimizer_state_
+        self._set_fitted(
+            X[prompt_indices], prompt_indices, parameters, noise_variance, device, init=start
+        )
 
-    def _set_fitted(self, X, prompt_indices, parameters, noise_variance, history, device):
+    def _set_fitted(
+        self,
+        prompt,
+        prompt_indices,
+        parameters,
+        noise_variance,
+        device,
+        *,
+        init,
+        n_iter=0,
+        history=None,
+        optimizer_state=None,
+    ):
+        """Every fitted attribute, in one place: the prompt's tokens (rows
+        ``prompt_indices`` of the training set), the parameters, the start
+        kept and the training record; ``optimizer_state`` is ``partial_fit``'s
+        Adam moments (``None``: a fresh fit, which starts fresh moments)."""
         self._architecture = {name: getattr(self, name) for name in self._ARCHITECTURE}
-        self.prompt_ = X[prompt_indices]
+        self.prompt_ = prompt
         self.prompt_indices_ = prompt_indices
         for name, value in parameters.items():
             setattr(self, f"{name}_", value)
         self.noise_variance_ = noise_variance
-        self.history_ = history
+        self.history_ = np.empty(0) if history is None else history
         self.device_ = str(device)
+        self.init_ = init
+        self.n_iter_ = n_iter
+        if optimizer_state is not None:
+            self.optimizer_state_ = optimizer_state
+        elif hasattr(self, "optimizer_state_"):
+            del self.optimizer_state_
 
     def _train(
         self,

@@ -157,8 +157,14 @@ class MetaTrainingMixin:
             )
         history = np.concatenate([history, new_history * scale**2])
         parameters = to_data_units(trained, scale, self._SCALE_POWER)
-        self._set_fitted(X, prompt_indices, parameters, noise_variance, history, device)
-        if first:
-            self.init_ = init
-        self.n_iter_ = len(history)
-        self.optimizer_state_ = optimizer_state
+        self._set_fitted(
+            X[prompt_indices],
+            prompt_indices,
+            parameters,
+            noise_variance,
+            device,
+            init=init if first else self.init_,
+            n_iter=len(history),
+            history=history,
+            optimizer_state=optimizer_state,
+        )

@@ -118,14 +118,13 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
           and keep the trained start that scores best on the held-out data,
           unless the untrained linear start scores lower still
           (``early_stopping``; one plain head has no linear start to fall
-          back on). A cheap test comes first: each start trains for a fifth
-          of ``max_iter``, and the full runs follow only if one of them
-          validates below the untrained linear start by then (on noisy
-          digits, where neither ever did, the fit took a quarter of the
-          time). ``partial_fit`` starts from ``"bayes"``.
-        - ``"random"``: small random heads and ``A = I``; on the paper's
-          Figure 2 task it trained only to about 4% above Bayes (a basin
-          where the gate is barely used), against 0.7% from ``"bayes"``.
+          back on). A cheap test comes first: a run still more than 10%
+          above the untrained linear start's held-out loss a fifth of the
+          way through stops there (user guide, "Linear when it can, by
+          default"). ``partial_fit`` starts from ``"bayes"``.
+        - ``"random"``: small random heads and ``A = I``; it tends to train
+          into a basin where the gate is barely used (user guide, "The
+          estimators").
 
         With a held-out set, a trained ``"bayes"`` or ``"random"`` start
         that scores worse there than the untrained linear start gives way
@@ -148,11 +147,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
         its ``"bayes"`` start is the offset's where that is exact, else the
         same construction with a Gaussian kernel along the means' span,
         whose width is chosen by the training objective on up to 1,000
-        training queries (four means of the plane, one inside the triangle
-        of the others, 20,000 points: 1.10 times the Bayes risk trained,
-        against 1.19 with the offset alone).
-        With 2 features its terms ride on the query's image too (11 s
-        instead of 53 s on 20,000 points); with more, its gradient passes
+        training queries. With 2 features its terms ride on the query's
+        image too, on the fused kernel; with more, its gradient passes
         through per-token terms and training runs on the matmul kernel with
         the weights stored, which training above 8 features does anyway.
     prompt_size : int, default=None
@@ -298,15 +294,11 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
 
     A finite prompt is not the population: the prompt's noise enters through
     exponential weights, and a query far in the tails puts nearly all its
-    weight on a few tokens. The construction's excess risk therefore shrinks
-    slowly, and unevenly, with the prompt length ``L``: on the paper's
-    Figure 2 task it measured 7-22% (mean 16%) above Bayes at ``L = 2,000``
-    and 3.6-5.7% (mean 4.5%) at ``L = 20,000`` over five prompt draws each,
-    and 2.3% and 11% for two prompts of 100,000. Training adapts the
-    parameters to the prompt in use (0.7% above Bayes at ``L = 20,000`` with
-    default settings), which is why the default is to start from the
-    construction and train: the constructions are initialisations and test
-    oracles, not the final parameters.
+    weight on a few tokens, so the construction's excess risk shrinks slowly,
+    and unevenly, with the prompt length ``L``. Training adapts the
+    parameters to the prompt in use, which is why the default starts from
+    the construction and trains: the constructions are initialisations and
+    test oracles, not the final parameters (user guide, "The estimators").
 
     With the heads switched off the model is an affine map, so the best
     affine map is always within reach, but training cannot find it from the
@@ -315,11 +307,8 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     part is already optimal); only extra heads with ``V = 0`` can grow from
     it. Hence ``init="auto"`` trains the construction (and, with two or more
     residual heads, the linear start) and compares the results with the
-    untrained linear start on held-out points. On
-    the study's tasks (5-fold, 10,000 points) this keeps trained heads on the
-    mixtures (1.0-3.7% above Bayes, the Gaussian-mixture plug-in 0.2-2%) and
-    the Wiener map on noisy digits, where the trained construction is about
-    65% worse.
+    untrained linear start on held-out points (user guide, "Linear when it
+    can, by default", with the study's measurements).
 
     **Kernel heads over clean targets** (the default with ``y``). With the
     clean targets ``x_i`` as tokens, a head with key norm ``W = U = I / h^2``
@@ -332,11 +321,10 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     or to four times the targets' spacing) and the blend weights with the
     affine map (non-negative least squares) are chosen by leave-one-out on
     up to 2,000 training queries, each voting without its own target and
-    compared with the affine map's out-of-fold prediction. On noisy digits
-    (pixels / 16, noise 0.3 and 0.5, 70/30 split) this is 1.9 and 1.6 dB
-    above the best affine map, in under a second; on Gaussian data, where
-    the affine map is Bayes, the heads are not kept and ``transform`` is
-    the affine map, at its cost.
+    compared with the affine map's out-of-fold prediction; on Gaussian data,
+    where the affine map is Bayes, the heads are not kept and ``transform``
+    is the affine map, at its cost (user guide, "Kernel heads over clean
+    targets", with measurements on noisy digits).
 
     Training runs in float32 on data divided by its root-mean-square (an
     exact symmetry: ``U`` scales by the inverse square), with each training
@@ -354,8 +342,7 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
     features, and above from one quadratic form ``z_i^T U V z_i`` per token,
     averaged as one more column of the prompt
     (:func:`~sk_softmix.attention.attention_trace`), which costs ``O(L)`` a
-    query instead of ``O(L p^2)``: on noisy digits (64 features) a 40-step
-    SURE fit took 1.1 s instead of 5.4 s.
+    query instead of ``O(L p^2)``.
 
     Awkward data gets a correct answer or a clear message (see "Degenerate
     and misspecified data" in the user guide): the data's scale never
@@ -569,21 +556,24 @@ class SoftmaxAttentionDenoiser(AttentionDenoiserBase):
             compare=self.early_stopping is not False,
             verbose=self.verbose,
         )
-        self._set_fitted(X, prompt_indices, parameters, noise_variance, np.empty(0), device)
-        self.head_ = "kernel"
-        self.prompt_ = y[prompt_indices]  # the clean targets are the tokens
-        self.init_ = "kernel" if kept else "linear"
-        self.n_iter_ = int(self.max_iter > 0)  # the grid search, one pass
-        if hasattr(self, "optimizer_state_"):
-            del self.optimizer_state_
+        self._set_fitted(
+            y[prompt_indices],  # the clean targets are the tokens
+            prompt_indices,
+            parameters,
+            noise_variance,
+            device,
+            init="kernel" if kept else "linear",
+            n_iter=int(self.max_iter > 0),  # the grid search, one pass
+            head="kernel",
+        )
 
-    def _set_fitted(self, X, prompt_indices, parameters, noise_variance, history, device):
+    def _set_fitted(self, *args, head="bilinear", **kwargs):
         # a refit drops the parameters of the previous fit's kind of head
-        for name in set(KERNEL_PARAMETERS) - set(parameters):
+        for name in set(KERNEL_PARAMETERS) - set(args[2]):
             if hasattr(self, f"{name}_"):
                 delattr(self, f"{name}_")
-        super()._set_fitted(X, prompt_indices, parameters, noise_variance, history, device)
-        self.head_ = "bilinear"
+        super()._set_fitted(*args, **kwargs)
+        self.head_ = head
 
     def _denoise(self, X, exclude=None, prompt=None):
         if getattr(self, "head_", "bilinear") == "kernel" and not np.any(self.V_):

@@ -114,9 +114,8 @@ def denoise_image_wiener(
         ``T`` of the gated expert's weights, computed on the pilot. A
         sequence: the one of lowest Monte-Carlo SURE of the whole denoiser
         on crops (see ``crop_size``; the probes shared by the candidates,
-        so that their differences are precise). Against 0.5, SURE's choice
-        gained at most 0.02 dB on scikit-image's camera, moon and coins at
-        noise 0.1 and 0.2, for a third more search time.
+        so that their differences are precise), at a third more search
+        time per candidate.
     first_stage : {"threshold", "wiener", "auto"}, default="threshold"
         The pilot. ``"threshold"``: for each reference block of 8 x 8
         pixels, the 16 nearest blocks of its window (``pilot_search_distance``)
@@ -137,30 +136,22 @@ def denoise_image_wiener(
         faces; of tied blends, the one with the fewest experts (fewer stage
         runs). A number: the gated expert gets ``1 - w``, and SURE splits
         ``w`` among the collaborative experts. 0 on images smaller than a
-        block under ``"auto"``. On scikit-image's images at noise 0.1 and
-        0.2 the gated expert alone was from 0.3 dB below the collaborative
-        one (camera at 0.1; 1.3 dB on brick at 0.2) to 0.4 dB above it
-        (moon at 0.2).
+        block under ``"auto"``. Neither expert is better on every image
+        (user guide, "Images: gated affine experts").
     wiener_variance : float or sequence of float, default=(1.0, 0.5, 0.25)
         ``v`` of the collaborative experts' shrinkage ``G^2 / (G^2 + v)``,
         in units of the noise's variance: 1 is the group's empirical Wiener
         map, and a smaller ``v`` offsets the pilot's energies, which its
         own shrinkage made too small (BM3D's software takes 0.4 on its
         pilot). One pass over the groups gives every expert; at most 7
-        distinct positive values. With ``1.0`` alone the denoiser was 0.11
-        and 0.12 dB below BM3D on coins at noise 0.1 and 0.2, with the
-        three 0.05 dB or less below it.
+        distinct positive values.
     block_search_distance : int, default=19
         The collaborative second stage's window: offsets up to this many
-        pixels (BM3D's 39 x 39). At 7, as the gated expert's, the
-        collaborative expert lost 0.2-0.8 dB on camera and on scikit-image's
-        brick and page.
+        pixels (BM3D's 39 x 39).
     pilot_search_distance : int or sequence of int, default=19
         The thresholding first stage's window. A sequence: the one of lowest
         SURE on the crops, jointly with the rest (each candidate adds a
-        first stage and its second stages to the search). With ``(7, 19)``
-        SURE picked 7 on coins at noise 0.1 (+0.10 dB) but also on camera at
-        0.1 (-0.09 dB), in 1.4-1.7 times BM3D's time: one window by default.
+        first stage and its second stages to the search).
     step : int, default=3
         Distance between reference patches and blocks, at most
         ``patch_size`` (and 8 for the blocks); the Wiener first stage takes
@@ -169,11 +160,9 @@ def denoise_image_wiener(
         SURE compares the candidates on four crops, at the centres of the
         image's quadrants, ``crop_size // 2`` on a side (at most a quarter
         of the image's smaller side, but at least 64 pixels where that is
-        within half of it): one ``crop_size`` crop's area spread over the
-        image. On images too small for that, on the central crop of
-        ``crop_size``. On scikit-image's text (172 x 448) at noise 0.2,
-        crops of 43 pixels misjudged the blend by up to 0.9 dB, of 64 by at
-        most 0.12.
+        within half of it, since smaller crops misjudge the blend): one
+        ``crop_size`` crop's area spread over the image. On images too small
+        for that, on the central crop of ``crop_size``.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where to compute.
     random_state : int, RandomState instance or None, default=None
@@ -210,12 +199,10 @@ def denoise_image_wiener(
     noise standard deviations along two Rademacher probes per crop (block
     matching and thresholds jump as the probe moves them, and the
     estimate's variance grows as the step shrinks): the weights it picks
-    vary from probe to probe, by about 0.1 dB on scikit-image's images
-    (``random_state`` fixes them). Memory is bounded by tiles of 32 x 32
-    references (gated) and bands of 8 reference rows (collaborative). On 2
-    CPU cores a 512 x 512 image takes 4-11 s at the defaults, about a third
-    of it the SURE search (benchmarks, section 12, against BM3D on
-    scikit-image's camera, moon and coins).
+    vary from probe to probe (``random_state`` fixes them). Memory is
+    bounded by tiles of 32 x 32 references (gated) and bands of 8 reference
+    rows (collaborative). Cost and PSNR against BM3D: user guide, "Images:
+    gated affine experts", and ``benchmarks/README.md``.
 
     References
     ----------
