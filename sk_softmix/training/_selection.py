@@ -66,18 +66,24 @@ def validation_split(
     return np.sort(train), validation
 
 
-def choose_start(reference_losses, candidate_losses: dict, n_standard_errors: float) -> str | None:
+def choose_start(
+    reference_losses, candidate_losses: dict, n_standard_errors: float, floor=None
+) -> str | None:
     """The candidate to keep, or ``None`` for the reference (the linear start).
 
     The candidate of lowest mean validation loss wins, but it replaces the
     reference only when it is better by ``n_standard_errors``
     (``significantly_lower``; 0: simply lower). ``reference_losses=None``
-    (no linear start to fall back to) keeps the best candidate.
+    (no linear start to fall back to) keeps the best candidate. A candidate
+    whose losses are not finite, or whose mean is below ``floor`` (a value
+    the loss cannot take in expectation), is not kept.
     """
     finite = {
         name: losses
         for name, losses in candidate_losses.items()
-        if losses is not None and bool(torch.isfinite(losses).all())
+        if losses is not None
+        and bool(torch.isfinite(losses).all())
+        and (floor is None or reference_losses is None or float(losses.mean()) >= floor)
     }
     if not finite:
         return None if reference_losses is not None else next(iter(candidate_losses))
@@ -93,6 +99,10 @@ def choose_start(reference_losses, candidate_losses: dict, n_standard_errors: fl
 class Selection:
     """How an estimator uses its held-out rows.
 
+    ``floor``: a mean validation loss below it rules a trained start out
+    (``choose_start``): Stein's unbiased risk estimate of a squared error
+    cannot be negative in expectation, so a negative held-out mean says the
+    estimate fails for that start.
     ``start``: how much better, in standard errors of the per-sample
     validation difference, a trained start must be to replace the untrained
     linear start (``significantly_lower``). ``checkpoint``: the same for an
@@ -108,6 +118,7 @@ class Selection:
     start: float
     checkpoint: float | None
     trial: float | None = None
+    floor: float | None = None
 
 
 @dataclass
@@ -223,7 +234,7 @@ def fit_starts(
     n_iter = sum(run[3] for run in runs.values())
     scores = {name: run[2] for name, run in runs.items()}
     if validate:
-        chosen = choose_start(reference_losses, scores, selection.start)
+        chosen = choose_start(reference_losses, scores, selection.start, selection.floor)
     else:
         chosen = min(runs, key=lambda name: float(runs[name][2].mean()))
     if settings.verbose and (reference_losses is not None or len(scores) > 1):

@@ -165,6 +165,19 @@ def test_significance_rule_on_paired_differences():
     assert choose_start(reference, {"a": nan}, 1.0) is None
 
 
+def test_a_start_whose_held_out_sure_is_negative_is_not_kept():
+    # SURE estimates a squared error: a negative held-out mean says the
+    # estimate fails for that start, however far below the reference it is
+    rng = np.random.default_rng(1)
+    reference = torch.as_tensor(rng.exponential(size=200))
+    broken = reference - float(reference.mean()) - 0.05  # mean -0.05
+    plausible = reference * 0.5  # a real gain
+    assert choose_start(reference, {"a": broken}, 0.0) == "a"  # no floor: kept
+    assert choose_start(reference, {"a": broken}, 0.0, floor=0.0) is None
+    assert choose_start(reference, {"a": broken, "b": plausible}, 0.0, floor=0.0) == "b"
+    assert choose_start(None, {"a": broken}, 0.0, floor=0.0) == "a"  # nothing to fall back on
+
+
 def test_checkpoint_keeps_the_final_parameters_unless_an_earlier_one_is_clearly_better():
     parameter = {"w": torch.zeros(1)}
     targets = torch.linspace(-1, 1, 200, dtype=torch.float64)
