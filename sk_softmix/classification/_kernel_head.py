@@ -30,6 +30,7 @@ from ..training._bandwidths import nearest_neighbour_scale
 from ..training._stopping import significantly_lower
 from ..training._validation import prompt_positions
 from ._heads import classifier_scores, classifier_tokens, label_blocks, label_width
+from ._linear_starts import less_accurate, score_errors, score_losses
 from ._neighbours import (
     MAX_SHARE_QUERIES,
     left_out_exactly,
@@ -38,7 +39,6 @@ from ._neighbours import (
     truncated_votes,
     with_own_copies,
 )
-from ._scoring import less_accurate, score_errors, score_losses
 from ._temperature import best_temperature, calibrated_losses
 
 # Bandwidths tried, as multiples of the median leave-one-out distance of a

@@ -5,9 +5,8 @@ not the best linear classifier: with more features than samples its pooled
 covariance is singular (faces, 625 pixels and 160 training images: 0.715
 accuracy where logistic regression has 0.965), and on digits it is
 overconfident (log-loss 2.5 times logistic regression's). So the default
-start compares three linear scores and a quadratic one by cross-validated
-log-loss on the training set, each at its own best read-out temperature
-(``best_linear_start``):
+start compares three linear scores by cross-validated log-loss on the
+training set (``best_linear_start``):
 
 - ``"lda"``: ``LinearDiscriminantAnalysis()``;
 - ``"shrinkage_lda"``: ``LinearDiscriminantAnalysis(solver="lsqr",
@@ -40,9 +39,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from ..training._stopping import significantly_lower
 from ..training._units import rms_scale
-from ._heads import lda_skip
-from ._scoring import less_accurate, score_errors, score_losses
-from ._temperature import calibrated_losses
+from ._heads import classification_losses, lda_skip
 from ._tokens import equal_weights
 from ._weighted_linear import weighted_lda
 
@@ -200,6 +197,35 @@ def quadratic_scores(quadratic: np.ndarray | None, X: np.ndarray) -> np.ndarray 
     return np.einsum("nj,cjk,nk->nc", X, quadratic, X, optimize=True)
 
 
+def score_losses(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-sample log-loss of scores (n, 1) (logistic) or logits (n, C) (cross-entropy),
+    in float64: :func:`~._heads.classification_losses` on NumPy arrays."""
+    losses = classification_losses(
+        torch.as_tensor(scores, dtype=torch.float64), torch.as_tensor(labels, dtype=torch.long)
+    )
+    return losses.numpy()
+
+
+def score_errors(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-sample misclassification (n,), 0 or 1, of scores (n, 1) or logits (n, C)."""
+    scores = np.asarray(scores)
+    predicted = (scores[:, 0] > 0).astype(int) if scores.shape[1] == 1 else scores.argmax(axis=1)
+    return (predicted != labels).astype(np.float64)
+
+
+def less_accurate(errors, reference_errors, weights=None, n_effective=None) -> bool:
+    """Whether ``errors`` (0/1 per sample) exceed ``reference_errors`` on the same
+    samples by more than ``N_STANDARD_ERRORS`` standard errors of the paired
+    difference: a lower log-loss must not be bought with accuracy."""
+    return significantly_lower(
+        torch.as_tensor(reference_errors),
+        torch.as_tensor(errors),
+        N_STANDARD_ERRORS,
+        None if weights is None else torch.as_tensor(weights),
+        n_effective,
+    )
+
+
 def cross_validated_scores(
     X: np.ndarray,
     labels: np.ndarray,
@@ -287,10 +313,7 @@ def choose_start(scores: dict, labels, weights=None, n_effective=None, names=Non
     """The rule of :func:`best_linear_start` over the out-of-fold ``scores`` of
     the starts ``names`` (default: every one in ``scores``; ``"lda"`` among them)."""
     names = list(scores) if names is None else list(names)
-    # each at its own best temperature: a start that only calibrates
-    # better, which LDA's score times a temperature also does, does not
-    # replace LDA's boundary
-    losses = {name: calibrated_losses(scores[name], labels, weights) for name in names}
+    losses = {name: score_losses(scores[name], labels) for name in names}
     finite = [name for name in names if np.all(np.isfinite(losses[name]))]
     others = [name for name in finite if name != "lda"]
     if not others:
@@ -359,13 +382,6 @@ def best_linear_start(
     and its accuracy is not lower by more than ``N_STANDARD_ERRORS``
     (:func:`less_accurate`: on a survey data set a start chosen for its
     log-loss scored 0.908 where LDA scored 0.916).
-
-    The log-losses are each start's at its own best temperature
-    (``_temperature.calibrated_losses``): logistic regression's log-loss
-    below LDA's can be calibration alone, which LDA's score times a
-    temperature has too, and on heart (KEEL, 270 rows) the logistic start
-    chosen for it in two folds of five cost 0.011 of accuracy against LDA
-    (1.5 standard errors) for log-losses that, calibrated, were LDA's.
 
     The one-standard-error rule keeps the paper's linear special case where
     the data cannot tell the starts apart: on wine (178 samples), picking the

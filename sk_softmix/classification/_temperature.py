@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..training._stopping import significantly_lower
-from ._scoring import score_losses
+from ._linear_starts import score_losses
 
 # Temperatures tried, in quarter octaves from 1/4 to 8: 1 is on the grid,
 # so a calibrated score keeps its scale.

@@ -223,7 +223,7 @@ def test_effective_coordinates_refuse_kernel_heads():
 
 def test_a_lower_log_loss_does_not_buy_a_lower_accuracy():
     from sk_softmix.classification._kernel_head import heads_beat_linear
-    from sk_softmix.classification._scoring import less_accurate, score_errors
+    from sk_softmix.classification._linear_starts import less_accurate, score_errors
 
     # two classes score by sign, more by the largest logit
     np.testing.assert_array_equal(score_errors(np.array([[0.5], [-2.0]]), np.array([1, 1])), [0, 1])

@@ -15,8 +15,8 @@ import torch
 from sk_softmix import SoftmaxAttentionClassifier
 from sk_softmix.classification._heads import classifier_tokens
 from sk_softmix.classification._kernel_head import kernel_heads, kernel_votes
+from sk_softmix.classification._linear_starts import score_losses
 from sk_softmix.classification._metric import learn_metric, metric_loss, metric_start
-from sk_softmix.classification._scoring import score_losses
 
 
 def _xor_in_noise(n, rng, n_noise=6):

@@ -104,7 +104,7 @@ def test_heads_that_only_recalibrate_the_start_are_not_kept():
     import torch
 
     from sk_softmix.classification._kernel_head import fit_kernel_heads, heads_beat_linear
-    from sk_softmix.classification._scoring import score_losses
+    from sk_softmix.classification._linear_starts import score_losses
 
     rng = np.random.default_rng(0)
     n = 600
