@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from tqdm.auto import tqdm
 
 from ..attention._device import resolve_device
 from ._nonlocal_head import margin, nonlocal_head, nonlocal_sure, start_parameters
@@ -190,7 +191,8 @@ def denoise_image_nonlocal(
     random_state : int, RandomState instance or None, default=None
         Seeds the crops and the probes.
     verbose : int, default=0
-        Print the loss every tenth of the steps.
+        Show a progress bar over the training steps (tqdm, on standard
+        error) and print the loss every tenth of them.
 
     Returns
     -------
@@ -301,18 +303,22 @@ def denoise_image_nonlocal(
     # estimate of the image's, and the last steps average that noise out
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, max(max_iter, 1))
     report_every = max(1, max_iter // 10)
-    for iteration in range(max_iter):
-        value = loss(trained, *draw())
-        optimiser.zero_grad()
-        value.backward()
-        optimiser.step()
-        schedule.step()
-        if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
-            criterion = "SURE" if target is None else "squared error"
-            print(
-                f"[denoise_image_nonlocal] step {iteration + 1}/{max_iter}: "
-                f"{criterion} {float(value.detach()):.4f}"
-            )
+    # a progress bar on standard error beside the loss lines, as the
+    # estimators' solvers show with verbose
+    with tqdm(total=max_iter, desc="denoise_image_nonlocal", disable=not verbose) as bar:
+        for iteration in range(max_iter):
+            value = loss(trained, *draw())
+            optimiser.zero_grad()
+            value.backward()
+            optimiser.step()
+            schedule.step()
+            bar.update()
+            if verbose and (iteration % report_every == 0 or iteration == max_iter - 1):
+                criterion = "SURE" if target is None else "squared error"
+                print(
+                    f"[denoise_image_nonlocal] step {iteration + 1}/{max_iter}: "
+                    f"{criterion} {float(value.detach()):.4f}"
+                )
     trained = {name: value.detach() for name, value in trained.items()}
 
     crops = [draw() for _ in range(_EVALUATION_CROPS)]

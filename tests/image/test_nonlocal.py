@@ -299,8 +299,13 @@ def test_float32_head_agrees_with_float64(sigma):
 def test_verbose_reports_progress(capsys):
     _, noisy = _blocks(11, size=32)
     denoise_image_nonlocal(noisy, 0.01, max_iter=10, verbose=1, random_state=0)
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
     assert len(lines) == 10 and "SURE" in lines[0]
+    # and a progress bar over the steps on standard error, silent without verbose
+    assert "denoise_image_nonlocal" in captured.err and "10/10" in captured.err
+    denoise_image_nonlocal(noisy, 0.01, max_iter=10, random_state=0)
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(
