@@ -19,7 +19,14 @@ from tqdm.auto import tqdm
 
 from ..attention._device import resolve_device
 from ._nonlocal_head import margin, nonlocal_head, nonlocal_sure, start_parameters
-from ._validation import NOISE_EXCESS, check_image, noise_shown
+from ._validation import (
+    NOISE_EXCESS,
+    check_image,
+    clipped,
+    in_the_same_units,
+    integer_image,
+    noise_shown,
+)
 
 # Crops on which the start and the trained head are compared, each with its
 # own probe, the same for both (paired, so their difference has little noise).
@@ -136,6 +143,7 @@ class NonLocalHead:
         "device": [StrOptions({"auto", "cpu", "cuda"}), str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "preserve_range": ["boolean", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -152,6 +160,7 @@ def denoise_image_nonlocal(
     device="auto",
     random_state=None,
     verbose=0,
+    preserve_range=None,
 ):
     """Denoise a grayscale image with trainable non-local means, fitted on the image itself.
 
@@ -193,6 +202,15 @@ def denoise_image_nonlocal(
     verbose : int, default=0
         Show a progress bar over the training steps (tqdm, on standard
         error) and print the loss every tenth of them.
+    preserve_range : bool or None, default=None
+        For an integer image (``uint8`` and the like): ``True`` denoises it
+        in its own units (``noise_variance`` too) and returns floats within
+        the range its type holds; ``False`` takes it as scikit-image's
+        denoisers do, floats in [0, 1] ([-1, 1] for a signed type) with
+        ``noise_variance`` in those units, and returns floats in that range.
+        ``None``: ``True``, with a ``FutureWarning`` (the default will become
+        ``False``). Float images are taken as they are.
+        ``clean`` is taken in the same units as the image.
 
     Returns
     -------
@@ -243,6 +261,9 @@ def denoise_image_nonlocal(
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 4)
     True
     """
+    image, output_range = integer_image(image, preserve_range, "denoise_image_nonlocal")
+    if clean is not None:
+        clean = in_the_same_units(clean, output_range, "denoise_image_nonlocal")
     image = check_image(image)
     if not np.isfinite(noise_variance):
         raise ValueError(f"noise_variance must be finite; got {noise_variance}.")
@@ -345,7 +366,7 @@ def denoise_image_nonlocal(
         start_sure=scores["start"],
         n_iter=int(max_iter),
     )
-    return head.apply(image, device=device), head
+    return clipped(head.apply(image, device=device), output_range), head
 
 
 def _apply_in_tiles(padded, parameters, patch_size, search_distance):

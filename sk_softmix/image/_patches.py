@@ -20,7 +20,7 @@ from sklearn.feature_extraction.image import extract_patches_2d, reconstruct_fro
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 
-from ._validation import checked_grayscale
+from ._validation import checked_grayscale, clipped, in_the_same_units, integer_image
 
 
 def _mean_free_basis(n_pixels: int) -> np.ndarray:
@@ -146,6 +146,7 @@ def patches_to_image(points, means, image_shape, patch_size=7):
         "remove_mean": ["boolean"],
         "clean": ["array-like", None],
         "random_state": ["random_state"],
+        "preserve_range": ["boolean", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -158,6 +159,7 @@ def denoise_image(
     remove_mean=True,
     clean=None,
     random_state=None,
+    preserve_range=None,
 ):
     """Denoise a grayscale image with a denoiser fitted on its own patches.
 
@@ -186,6 +188,15 @@ def denoise_image(
         unbiased risk estimate (for studies, not for real use).
     random_state : int, RandomState instance or None, default=None
         Seeds the choice of training patches.
+    preserve_range : bool or None, default=None
+        For an integer image (``uint8`` and the like): ``True`` denoises it
+        in its own units (the denoiser's ``noise_variance`` too) and returns floats within
+        the range its type holds; ``False`` takes it as scikit-image's
+        denoisers do, floats in [0, 1] ([-1, 1] for a signed type) with the
+        denoiser's ``noise_variance`` in those units, and returns floats in that range.
+        ``None``: ``True``, with a ``FutureWarning`` (the default will become
+        ``False``). Float images are taken as they are.
+        ``clean`` is taken in the same units as the image.
 
     Returns
     -------
@@ -215,6 +226,9 @@ def denoise_image(
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 2)
     True
     """
+    image, output_range = integer_image(image, preserve_range, "denoise_image")
+    if clean is not None:
+        clean = in_the_same_units(clean, output_range, "denoise_image")
     image = _check_image(image, patch_size)
     points, means = _patches(image, patch_size, remove_mean)
     targets = None
@@ -231,7 +245,8 @@ def denoise_image(
     denoised[training] = fitted.fit_transform(points[training], y)
     if len(rest):
         denoised[rest] = fitted.transform(points[rest])
-    return patches_to_image(denoised, means, image.shape, patch_size), fitted
+    denoised = patches_to_image(denoised, means, image.shape, patch_size)
+    return clipped(denoised, output_range), fitted
 
 
 def _disjoint_patches(shape, patch_size, count, random_state):

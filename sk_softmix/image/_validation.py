@@ -1,5 +1,7 @@
 """Input checks of the image functions."""
 
+import warnings
+
 import numpy as np
 
 # A declared noise standard deviation this many times what the image shows
@@ -43,3 +45,50 @@ def noise_shown(image) -> float:
     x = image[:rows, :cols]
     detail = (x[0::2, 0::2] - x[0::2, 1::2] - x[1::2, 0::2] + x[1::2, 1::2]) / 2
     return float(np.median(np.abs(detail)) / 0.6745)
+
+
+def integer_image(image, preserve_range, function: str):
+    """``(image, output_range)``: an integer image in the units the function
+    denoises it in, and the range its result is clipped to; any other image
+    is returned as given, with ``None``.
+
+    scikit-image's denoisers take an integer image as floats in [0, 1]
+    ([-1, 1] for a signed type: the integer over its type's largest value,
+    ``img_as_float``), the noise in those units. ``preserve_range=False`` is
+    that; ``True`` keeps the image's own units. Either way the result is
+    clipped to the range the input could hold. ``None``: ``True``, with a
+    ``FutureWarning``, since the default is to become scikit-image's.
+    """
+    if not (isinstance(image, np.ndarray) and np.issubdtype(image.dtype, np.integer)):
+        return image, None
+    info = np.iinfo(image.dtype)
+    if preserve_range is None:
+        warnings.warn(
+            f"{function}: the image is of integer type {image.dtype}; it is denoised in its "
+            f"own units (noise_variance too) and comes back as floats in [{info.min}, "
+            f"{info.max}]. In a future version integer images will be taken as scikit-image's "
+            "denoisers take them, as floats in [0, 1] ([-1, 1] for a signed type) with "
+            "noise_variance in those units. Pass preserve_range=True to keep the image's "
+            "units, or preserve_range=False for scikit-image's, to silence this warning.",
+            FutureWarning,
+            stacklevel=4,  # the user's call, through validate_params
+        )
+        preserve_range = True
+    pixels = image.astype(np.float64)
+    if preserve_range:
+        return pixels, (float(info.min), float(info.max))
+    return pixels / float(info.max), (-1.0 if info.min < 0 else 0.0, 1.0)
+
+
+def in_the_same_units(other, output_range, function: str):
+    """``other`` (a study's clean image) taken as ``integer_image`` took the
+    noisy image whose ``output_range`` this is."""
+    if output_range is None:
+        return other
+    # an integer type's own range always reaches above 1; scikit-image's is [.., 1]
+    return integer_image(other, output_range[1] != 1.0, function)[0]
+
+
+def clipped(result, output_range):
+    """``result`` clipped to ``output_range`` (``integer_image``'s), if any."""
+    return result if output_range is None else np.clip(result, *output_range)

@@ -32,6 +32,7 @@ SHARED_CONSTRAINTS = {
     "step": [Interval(Integral, 1, None, closed="left")],
     "device": [str],
     "random_state": ["random_state"],
+    "preserve_range": ["boolean", None],
 }
 
 

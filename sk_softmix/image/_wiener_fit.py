@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 from ..attention._device import resolve_device
 from ._collaborative import collaborative_stage
 from ._sure_blend import blend_by_sure, rademacher_probe, sure_crops
+from ._validation import clipped, integer_image
 from ._wiener_checks import (
     SHARED_CONSTRAINTS,
     THRESHOLD_BLOCK,
@@ -69,6 +70,7 @@ def denoise_image_wiener(
     device="auto",
     random_state=None,
     verbose=0,
+    preserve_range=None,
 ):
     """Denoise a grayscale image with gated affine experts over similar patches.
 
@@ -170,6 +172,14 @@ def denoise_image_wiener(
     verbose : int, default=0
         Show a progress bar (tqdm, on standard error) over the stage runs,
         and print each candidate's SURE.
+    preserve_range : bool or None, default=None
+        For an integer image (``uint8`` and the like): ``True`` denoises it
+        in its own units (``noise_variance`` too) and returns floats within
+        the range its type holds; ``False`` takes it as scikit-image's
+        denoisers do, floats in [0, 1] ([-1, 1] for a signed type) with
+        ``noise_variance`` in those units, and returns floats in that range.
+        ``None``: ``True``, with a ``FutureWarning`` (the default will become
+        ``False``). Float images are taken as they are.
 
     Returns
     -------
@@ -224,6 +234,7 @@ def denoise_image_wiener(
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 2)
     True
     """
+    noisy, output_range = integer_image(noisy, preserve_range, "denoise_image_wiener")
     image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     first_stages = _first_stage_candidates(
@@ -246,7 +257,7 @@ def denoise_image_wiener(
             f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
         )
     if sigma == 0:
-        return image.copy()
+        return clipped(image.copy(), output_range)
     torch_device = resolve_device(device)
     settings = _settings(patch_size, search_distance, block_search_distance, step, first[0])
     centre = float(image.mean())
@@ -300,7 +311,7 @@ def denoise_image_wiener(
             choice = (first_stages[0], float(second[0]), (1 - weight, (weight,)))
         units = torch.as_tensor((image - centre) / sigma, dtype=torch.float32, device=torch_device)
         denoised = _denoised(units, choice, variances, settings, bar)
-    return denoised.cpu().double().numpy() * sigma + centre
+    return clipped(denoised.cpu().double().numpy() * sigma + centre, output_range)
 
 
 def _settings(patch_size, search_distance, block_search_distance, step, first_temperature):

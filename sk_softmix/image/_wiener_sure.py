@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 
 from ..attention._device import resolve_device
 from ._sure_blend import rademacher_probe
+from ._validation import integer_image
 from ._wiener_checks import (
     SHARED_CONSTRAINTS,
     THRESHOLD_BLOCK,
@@ -57,6 +58,7 @@ def wiener_sure(
     epsilon=SURE_STEP,
     device="auto",
     random_state=None,
+    preserve_range=None,
 ):
     """Monte-Carlo SURE of :func:`denoise_image_wiener`: its mean squared
     error per pixel estimated from the noisy image alone.
@@ -111,6 +113,9 @@ def wiener_sure(
         Where to compute.
     random_state : int, RandomState instance or None, default=None
         Seeds the probe.
+    preserve_range : bool or None, default=None
+        For an integer image, the units it is taken in, as
+        :func:`denoise_image_wiener`'s (the estimate is in those units).
 
     Returns
     -------
@@ -131,6 +136,7 @@ def wiener_sure(
     >>> bool(abs(estimate - error) < 0.2 * error)
     True
     """
+    noisy, _ = integer_image(noisy, preserve_range, "wiener_sure")
     image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
     fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
     (stage,) = _first_stage_candidates(
