@@ -263,7 +263,7 @@ def denoise_image_nonlocal(
     """
     image, output_range = integer_image(image, preserve_range, "denoise_image_nonlocal")
     if clean is not None:
-        clean = in_the_same_units(clean, output_range, "denoise_image_nonlocal")
+        clean = in_the_same_units(clean, output_range)
     image = check_image(image)
     if not np.isfinite(noise_variance):
         raise ValueError(f"noise_variance must be finite; got {noise_variance}.")

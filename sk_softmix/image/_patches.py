@@ -228,7 +228,7 @@ def denoise_image(
     """
     image, output_range = integer_image(image, preserve_range, "denoise_image")
     if clean is not None:
-        clean = in_the_same_units(clean, output_range, "denoise_image")
+        clean = in_the_same_units(clean, output_range)
     image = _check_image(image, patch_size)
     points, means = _patches(image, patch_size, remove_mean)
     targets = None

@@ -1,6 +1,7 @@
 """Input checks of the image functions."""
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,10 +48,19 @@ def noise_shown(image) -> float:
     return float(np.median(np.abs(detail)) / 0.6745)
 
 
+class IntegerUnits(NamedTuple):
+    """How ``integer_image`` took an integer image: divided by ``scale``, its
+    result clipped to ``[low, high]``."""
+
+    scale: float
+    low: float
+    high: float
+
+
 def integer_image(image, preserve_range, function: str):
-    """``(image, output_range)``: an integer image in the units the function
-    denoises it in, and the range its result is clipped to; any other image
-    is returned as given, with ``None``.
+    """``(image, units)``: an integer image in the units the function
+    denoises it in, and the :class:`IntegerUnits` that took it there; any
+    other image is returned as given, with ``None``.
 
     scikit-image's denoisers take an integer image as floats in [0, 1]
     ([-1, 1] for a signed type: the integer over its type's largest value,
@@ -74,21 +84,23 @@ def integer_image(image, preserve_range, function: str):
             stacklevel=4,  # the user's call, through validate_params
         )
         preserve_range = True
-    pixels = image.astype(np.float64)
     if preserve_range:
-        return pixels, (float(info.min), float(info.max))
-    return pixels / float(info.max), (-1.0 if info.min < 0 else 0.0, 1.0)
+        units = IntegerUnits(1.0, float(info.min), float(info.max))
+    else:
+        units = IntegerUnits(float(info.max), -1.0 if info.min < 0 else 0.0, 1.0)
+    return image.astype(np.float64) / units.scale, units
 
 
-def in_the_same_units(other, output_range, function: str):
-    """``other`` (a study's clean image) taken as ``integer_image`` took the
-    noisy image whose ``output_range`` this is."""
-    if output_range is None:
+def in_the_same_units(other, units):
+    """``other`` (a study's clean image) in the units ``integer_image`` took
+    the noisy image in: an integer ``other`` divided by the same scale."""
+    if units is None or not (
+        isinstance(other, np.ndarray) and np.issubdtype(other.dtype, np.integer)
+    ):
         return other
-    # an integer type's own range always reaches above 1; scikit-image's is [.., 1]
-    return integer_image(other, output_range[1] != 1.0, function)[0]
+    return other.astype(np.float64) / units.scale
 
 
-def clipped(result, output_range):
-    """``result`` clipped to ``output_range`` (``integer_image``'s), if any."""
-    return result if output_range is None else np.clip(result, *output_range)
+def clipped(result, units):
+    """``result`` clipped to the range of ``units`` (``integer_image``'s), if any."""
+    return result if units is None else np.clip(result, units.low, units.high)

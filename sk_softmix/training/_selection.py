@@ -74,9 +74,10 @@ def choose_start(
     The candidate of lowest mean validation loss wins, but it replaces the
     reference only when it is better by ``n_standard_errors``
     (``significantly_lower``; 0: simply lower). ``reference_losses=None``
-    (no linear start to fall back to) keeps the best candidate. A candidate
-    whose losses are not finite, or whose mean is below ``floor`` (a value
-    the loss cannot take in expectation), is not kept.
+    (no linear start to fall back to) keeps the best candidate. Where there
+    is a reference, a candidate whose losses are not finite, or whose mean
+    is below ``floor`` (a value the loss cannot take in expectation), is not
+    kept.
     """
     finite = {
         name: losses

@@ -111,18 +111,18 @@ def fit_with_linear_fallback(
     starts = build_starts(train_rows, prompt_indices, plan.start_names, seed)
     reference = None
     if plan.reference is not None:
+        built = starts
         if plan.reference not in starts:
-            reference_start = build_starts(train_rows, prompt_indices, (plan.reference,), seed)
-        else:
-            reference_start = starts
-        reference = (plan.reference, reference_start[plan.reference])
-    untrained = plan.reference if plan.by_default else next(iter(starts))
+            built = build_starts(train_rows, prompt_indices, (plan.reference,), seed)
+        reference = (plan.reference, built[plan.reference])
     skip_training = plan.max_iter == 0 or (
         validation_rows is None and plan.early_stopping == "auto" and plan.by_default
     )
     if skip_training:
-        untrained_start = reference[1] if untrained == plan.reference else starts[untrained]
-        chosen, parameters, trained = untrained, untrained_start, False
+        # the reference when falling back on it is the estimator's choice,
+        # else the start asked for, untrained
+        chosen, parameters = reference if plan.by_default else next(iter(starts.items()))
+        trained = False
         history, n_iter = empty_history, 0
     else:
         outcome, history = train(starts, reference, prompt_indices, validation_rows)

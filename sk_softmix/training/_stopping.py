@@ -130,23 +130,26 @@ class TrialCheck:
         self.at_iteration = at_iteration
         self.margin = margin
         self.calls = 0
-        self.ratio = None  # validation / reference at the trial, once checked
+        self.decided = False  # the trial is checked once
         self.stop_reason = None
 
     def check(self, checks_per_block: int = 1) -> bool:
         self.calls += 1
         # first-order solvers check once before their first step
         done = self.calls if checks_per_block > 1 else (self.calls - 1) * CHECK_BLOCK
-        if self.ratio is not None or done < self.at_iteration:
+        if self.decided or done < self.at_iteration:
             return False
+        self.decided = True
         with torch.no_grad():
             mean = float(self.validation_losses(MONITOR_ROWS).double().mean())
-        self.ratio = mean / self.reference_mean if self.reference_mean > 0 else math.inf
-        stop = not (mean < (1.0 + self.margin) * self.reference_mean)
+        # margin times its size above the reference, whatever its sign (SURE
+        # can be negative on nearly noiseless data)
+        bar = self.reference_mean + self.margin * abs(self.reference_mean)
+        stop = not (mean < bar)
         if stop:
             self.stop_reason = (
-                f"validation loss {self.ratio:.3g} times the untrained linear start's "
-                f"after {done} iterations, above {1 + self.margin:g}: stopped (the "
+                f"validation loss {mean:.4g} after {done} iterations, not below {bar:.4g} "
+                f"({1 + self.margin:g} times the untrained linear start's): stopped (the "
                 "cheap test first)"
             )
         return stop

@@ -210,3 +210,21 @@ def test_the_sure_denoiser_on_noisy_digits_gets_to_the_wiener_map_in_a_fifth_of_
     denoiser.fit(noisy)
     assert denoiser.init_ == "linear"
     assert denoiser.n_iter_ <= 2 * 20 + 2 * 10  # a check every 10 steps at most late
+
+
+@pytest.mark.parametrize(
+    "reference, mean, stops",
+    [(1.0, 1.09, False), (1.0, 1.11, True), (-0.01, -0.0095, False), (-0.01, -0.0085, True)],
+)
+def test_the_cheap_tests_margin_is_a_tenth_of_the_references_size_either_sign(
+    reference, mean, stops
+):
+    # SURE can be negative on nearly noiseless data: 10% of its size above it,
+    # not 1.1 times it (which would be below a negative reference)
+    torch = pytest.importorskip("torch")
+    from sk_softmix.training._stopping import TrialCheck
+
+    check = TrialCheck(lambda limit: torch.full((4,), mean), reference, at_iteration=10, margin=0.1)
+    assert check.check() is False  # before the first step
+    assert check.check() is stops  # after 10 steps
+    assert check.check() is False  # checked once
