@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ._collaborative import dct_matrix
+from ._validation import is_dask_array
 
 
 class Channels:
@@ -25,7 +26,7 @@ class Channels:
     """
 
     def __init__(self, image, channel_axis):
-        array = np.asarray(image)
+        array = image if is_dask_array(image) else np.asarray(image)
         if channel_axis is None:
             if array.ndim == 3:
                 raise ValueError(
@@ -74,41 +75,44 @@ def channel_variances(noise_variance, count: int) -> list:
 
 class OpponentTransform:
     """The channels with noise, whitened and turned (see the module); those
-    without noise (``sigma = 0``) are returned as they are.
+    without noise (``sigma = 0``) are passed through as they are.
+
+    Fixed by each channel's centre and noise, it applies alike to the whole
+    image, to crops of it and to chunks of a dask array.
 
     Parameters
     ----------
-    planes : list of ndarray of shape (height, width)
-        The channels, float64.
+    centres : list of float
+        Each channel's mean.
     sigmas : list of float
         Each channel's noise standard deviation.
     """
 
-    def __init__(self, planes, sigmas):
-        self.planes = planes
+    def __init__(self, centres, sigmas):
         self.sigmas = np.asarray(sigmas, dtype=np.float64)
         self.noisy = [index for index, sigma in enumerate(self.sigmas) if sigma > 0]
-        self.centres = [float(planes[index].mean()) for index in self.noisy]
+        self.centres = [float(centres[index]) for index in self.noisy]
         # one channel: exactly the identity (the DCT's 1 is 1 + 2e-16)
         count = len(self.noisy)
         self.matrix = dct_matrix(count, torch.float64).numpy() if count > 1 else np.eye(count)
 
-    def opponents(self) -> list:
-        """The new channels (float64, in units of the noise), the luminance first."""
+    def opponents(self, planes) -> list:
+        """The new channels of ``planes`` (float64, in units of the noise), the luminance first."""
         whitened = np.stack(
             [
-                (self.planes[index] - centre) / self.sigmas[index]
+                (planes[index] - centre) / self.sigmas[index]
                 for index, centre in zip(self.noisy, self.centres, strict=True)
             ]
         )
         return list(np.tensordot(self.matrix, whitened, axes=1))
 
-    def restored(self, estimates) -> list:
-        """Every channel in the image's units, from the new channels' ``estimates``."""
-        planes = [plane.copy() for plane in self.planes]
+    def restored(self, estimates, planes) -> list:
+        """Every channel in the image's units, from the new channels'
+        ``estimates``; the channels without noise from ``planes``."""
+        result = [np.array(plane, dtype=np.float64) for plane in planes]
         if not self.noisy:
-            return planes
+            return result
         whitened = np.tensordot(self.matrix.T, np.stack(estimates), axes=1)
         for row, index in enumerate(self.noisy):
-            planes[index] = whitened[row] * self.sigmas[index] + self.centres[row]
-        return planes
+            result[index] = whitened[row] * self.sigmas[index] + self.centres[row]
+        return result

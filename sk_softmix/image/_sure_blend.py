@@ -97,22 +97,27 @@ def rademacher_probe(rng, shape):
 
 
 def sure_crops(image, size):
+    """Where SURE compares the candidates (:func:`crop_slices`): the crops of ``image``."""
+    return [image[rows, cols] for rows, cols in crop_slices(image.shape[:2], size)]
+
+
+def crop_slices(shape, size):
     """Where SURE compares the candidates: the centres of the image's four
     quadrants, ``size // 2`` on a side (the area of one ``size`` crop, spread
     over the image), at most a quarter of the image's smaller side but at
     least MIN_CROP_SIDE (within half of it), or the image's centre, ``size``
-    on a side, on images too small for that."""
-    rows, cols = image.shape
+    on a side, on images too small for that. ``(rows, columns)`` slices."""
+    rows, cols = shape
     smaller = min(rows, cols)
     half = min(size // 2, max(smaller // 4, MIN_CROP_SIDE), smaller // 2)
     if half < 2 * THRESHOLD_BLOCK:
         rows_kept, cols_kept = min(size, rows), min(size, cols)
         top, left = (rows - rows_kept) // 2, (cols - cols_kept) // 2
-        return [image[top : top + rows_kept, left : left + cols_kept]]
-    crops = []
+        return [(slice(top, top + rows_kept), slice(left, left + cols_kept))]
+    slices = []
     for centre_row in (rows // 4, 3 * rows // 4):
         for centre_col in (cols // 4, 3 * cols // 4):
             top = min(max(centre_row - half // 2, 0), rows - half)
             left = min(max(centre_col - half // 2, 0), cols - half)
-            crops.append(image[top : top + half, left : left + half])
-    return crops
+            slices.append((slice(top, top + half), slice(left, left + half)))
+    return slices

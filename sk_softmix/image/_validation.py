@@ -42,10 +42,15 @@ def noise_shown(image) -> float:
     Johnstone, 1994). Each detail of 2 x 2 pixels has the noise's standard
     deviation plus whatever texture adds, so the estimate is at least the
     noise's, up to its sampling error, wherever the noise is white."""
+    return float(np.median(np.abs(diagonal_details(image))) / 0.6745)
+
+
+def diagonal_details(image) -> np.ndarray:
+    """The diagonal Haar details of the image's 2 x 2 pixel squares (each of
+    the noise's standard deviation where the image is flat)."""
     rows, cols = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
     x = image[:rows, :cols]
-    detail = (x[0::2, 0::2] - x[0::2, 1::2] - x[1::2, 0::2] + x[1::2, 1::2]) / 2
-    return float(np.median(np.abs(detail)) / 0.6745)
+    return (x[0::2, 0::2] - x[0::2, 1::2] - x[1::2, 0::2] + x[1::2, 1::2]) / 2
 
 
 class IntegerUnits(NamedTuple):
@@ -55,6 +60,11 @@ class IntegerUnits(NamedTuple):
     scale: float
     low: float
     high: float
+
+
+def is_dask_array(image) -> bool:
+    """Whether ``image`` is a dask array (without importing dask)."""
+    return type(image).__module__.split(".")[0] == "dask" and hasattr(image, "map_overlap")
 
 
 def integer_image(image, preserve_range, function: str):
@@ -69,7 +79,10 @@ def integer_image(image, preserve_range, function: str):
     clipped to the range the input could hold. ``None``: ``True``, with a
     ``FutureWarning``, since the default is to become scikit-image's.
     """
-    if not (isinstance(image, np.ndarray) and np.issubdtype(image.dtype, np.integer)):
+    if not (
+        (isinstance(image, np.ndarray) or is_dask_array(image))
+        and np.issubdtype(image.dtype, np.integer)
+    ):
         return image, None
     info = np.iinfo(image.dtype)
     if preserve_range is None:

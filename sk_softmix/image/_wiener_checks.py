@@ -99,6 +99,12 @@ def checked_variances(value, single=False):
 def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step):
     """The image (float64) and the noise's standard deviation, or a ValueError."""
     image = check_image(noisy)  # the integer ranges: validate_params, by the caller
+    checked_geometry(image.shape, patch_size, step)
+    return image, checked_noise(noise_variance, noise_shown(image), image.var())
+
+
+def checked_geometry(shape, patch_size, step):
+    """A ValueError unless patches of ``patch_size`` every ``step`` pixels fit the image."""
     if patch_size % 2 == 0:
         raise ValueError(f"patch_size must be odd (patches centred on a pixel); got {patch_size}.")
     if step > patch_size:
@@ -106,25 +112,30 @@ def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, 
             f"step={step} must be at most patch_size={patch_size}, so that every pixel lies "
             "in a reference patch."
         )
-    if min(image.shape) < patch_size:
+    if min(shape) < patch_size:
         raise ValueError(
-            f"The image ({image.shape[0]} x {image.shape[1]}) is smaller than one patch "
+            f"The image ({shape[0]} x {shape[1]}) is smaller than one patch "
             f"(patch_size={patch_size})."
         )
-    shown = noise_shown(image)
+
+
+def checked_noise(noise_variance, shown, image_variance):
+    """The noise's standard deviation: ``sqrt(noise_variance)``, or ``shown``
+    (the noise the image shows) where it is ``None``; warned about where
+    either cannot be the image's noise."""
     if noise_variance is None:
-        if shown**2 >= ALL_NOISE * image.var():
+        if shown**2 >= ALL_NOISE * image_variance:
             # a clean +-1 checkerboard: every 2 x 2 detail is texture, taken for noise
             warnings.warn(
                 f"denoise_image_wiener: the noise estimated from the image's 2 x 2 pixel "
                 f"details (variance {shown**2:.4g}) is as large as the image's own "
-                f"({image.var():.4g}): the image is pure noise, or "
+                f"({image_variance:.4g}): the image is pure noise, or "
                 "its texture is at the pixel scale and is taken for noise (the result is "
                 "then nearly flat). Give noise_variance.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        return image, shown
+        return shown
     sigma = math.sqrt(noise_variance)  # non-negative and finite: validate_params
     if sigma > NOISE_EXCESS * shown:
         warnings.warn(
@@ -133,6 +144,6 @@ def checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, 
             "(its 2 x 2 pixel details); the result will be smoothed beyond its noise. "
             "Check noise_variance.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-    return image, sigma
+    return sigma

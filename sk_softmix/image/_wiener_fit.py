@@ -1,5 +1,6 @@
 """The Wiener image denoiser: gated affine experts on a first stage's pilot, chosen by SURE."""
 
+import math
 from numbers import Integral, Real
 
 import torch
@@ -10,8 +11,8 @@ from tqdm.auto import tqdm
 from ..attention._device import resolve_device
 from ._collaborative import collaborative_stage
 from ._colour import Channels, OpponentTransform, channel_variances
-from ._sure_blend import blend_by_sure, rademacher_probe, sure_crops
-from ._validation import clipped, integer_image
+from ._sure_blend import blend_by_sure, crop_slices, rademacher_probe
+from ._validation import clipped, integer_image, is_dask_array
 from ._wiener_checks import (
     SHARED_CONSTRAINTS,
     THRESHOLD_BLOCK,
@@ -22,6 +23,7 @@ from ._wiener_checks import (
     checked_variances,
     checked_weight,
 )
+from ._wiener_dask import computed, denoised_lazily, lazy_planes_and_noise, receptive_radius
 from ._wiener_head import wiener_stage
 
 # The second stage's temperature by default (see the docstring).
@@ -105,7 +107,9 @@ def denoise_image_wiener(
     Parameters
     ----------
     noisy : array-like of shape (height, width), or with a channel axis
-        The noisy image, with white Gaussian noise.
+        The noisy image, with white Gaussian noise. A ``dask.array``
+        (larger than memory, or spread over a cluster) is denoised chunk by
+        chunk (see Notes) and a dask array returned.
     noise_variance : float or sequence of float, default=None
         ``sigma^2`` of the noise, in the image's units; a sequence gives one
         for each channel of a colour image. ``None``: estimated
@@ -200,7 +204,8 @@ def denoise_image_wiener(
     Returns
     -------
     ndarray of the shape of ``noisy``
-        The denoised image, float64.
+        The denoised image, float64; for a dask array, a dask array (lazy:
+        ``.compute()`` it, or store it chunk by chunk).
 
     See Also
     --------
@@ -233,6 +238,15 @@ def denoise_image_wiener(
     rows (collaborative). Cost and PSNR against BM3D: user guide, "Images:
     gated affine experts", and ``benchmarks/README.md``.
 
+    A dask array: SURE chooses the blend on the same crops as for the image
+    in memory, and each chunk is denoised with a margin of its neighbours'
+    pixels as wide as the two stages' reach (twice ``2 D + 7`` at the
+    defaults, ``D = 19``: 90 pixels), the chunks rechunked to start on the
+    reference grid: the result equals the image's in memory up to float
+    rounding. It reads the image once for the channels' means (which also
+    finds non-finite pixels), and estimates an unknown noise on the crops
+    rather than on the whole image.
+
     References
     ----------
     M. Lebrun, A. Buades and J.-M. Morel, "A nonlocal Bayesian image
@@ -254,14 +268,21 @@ def denoise_image_wiener(
     True
     """
     noisy, output_range = integer_image(noisy, preserve_range, "denoise_image_wiener")
+    lazy = is_dask_array(noisy)
     channels = Channels(noisy, channel_axis)
-    checked = [
-        checked_image_and_noise(channel, variance, patch_size, search_distance, step)
-        for channel, variance in zip(
-            channels.planes, channel_variances(noise_variance, channels.count), strict=True
+    given = channel_variances(noise_variance, channels.count)
+    if lazy:
+        planes, sigmas, centres = lazy_planes_and_noise(
+            channels.planes, given, patch_size, search_distance, step, crop_size
         )
-    ]
-    image_shape = checked[0][0].shape
+    else:
+        checked = [
+            checked_image_and_noise(plane, variance, patch_size, search_distance, step)
+            for plane, variance in zip(channels.planes, given, strict=True)
+        ]
+        planes, sigmas = [plane for plane, _ in checked], [sigma for _, sigma in checked]
+        centres = [float(plane.mean()) for plane in planes]
+    image_shape = planes[0].shape
     fits_blocks = min(image_shape) >= THRESHOLD_BLOCK
     first_stages = _first_stage_candidates(
         checked_first_stages(first_stage, fits_blocks, image_shape, auto=True),
@@ -282,9 +303,7 @@ def denoise_image_wiener(
         raise ValueError(
             f"crop_size must be an integer of at least patch_size={patch_size}; got {crop_size!r}."
         )
-    transform = OpponentTransform([plane for plane, _ in checked], [s for _, s in checked])
-    if not transform.noisy:
-        return clipped(channels.image(transform.restored([])), output_range)
+    transform = OpponentTransform(centres, sigmas)
     search = {
         "searched": searched,
         "first_stages": first_stages,
@@ -292,7 +311,6 @@ def denoise_image_wiener(
         "variances": variances,
         "weight": weight,
         "settings": _settings(patch_size, search_distance, block_search_distance, step, first[0]),
-        "crop_size": crop_size,
         "rng": check_random_state(random_state),
         "device": resolve_device(device),
         # SURE printed per pixel: in the image's units for a grayscale image,
@@ -301,67 +319,100 @@ def denoise_image_wiener(
         if channels.count == 1
         else (" (in units of the noise's variance)", 1.0),
     }
+    count = len(transform.noisy)
     per_first = 1 + (weight != 0.0) + (weight != 1.0) * len(second)
     runs = (1 + SURE_PROBES) * len(first_stages) * per_first if searched else 0
-    opponents = transform.opponents()
     with tqdm(
-        total=(runs + 3) * len(opponents), desc="denoise_image_wiener", disable=not verbose
+        total=(runs + 3 * (not lazy)) * count, desc="denoise_image_wiener", disable=not verbose
     ) as bar:
+        crops = []
+        if searched and count:
+            crops = [
+                [plane[where] for plane in planes] for where in crop_slices(image_shape, crop_size)
+            ]
+            if lazy:
+                crops = computed(crops)
+            crops = [transform.opponents(crop) for crop in crops]
         # each new channel on its own, its groups matched on itself: matched on
         # the luminance (CBM3D's grouping) the chroma channels' error was the
         # same (blocks) or up to 50% larger (the gated expert's weights, whose
         # temperature is the chroma's; user guide, "Colour images")
-        denoised = [
-            _denoised_channel(opponent, search, bar, verbose, _label(index, len(opponents)))
-            for index, opponent in enumerate(opponents)
-        ]
-    estimates = [estimate.cpu().double().numpy() for estimate in denoised]
-    return clipped(channels.image(transform.restored(estimates)), output_range)
-
-
-def _denoised_channel(units, search, bar, verbose, label):
-    """One channel in units of its noise (float64 array), denoised by the
-    blend of lowest SURE on its crops (``search``: the candidates and
-    settings)."""
-    device, settings = search["device"], search["settings"]
-
-    def tensor(array):
-        return torch.as_tensor(array, dtype=torch.float32, device=device)
-
-    if search["searched"]:
-        crops, probes = [], []
-        for crop in sure_crops(units, search["crop_size"]):
-            crops.append(tensor(crop - crop.mean()))
-            probes.append(
-                [tensor(rademacher_probe(search["rng"], crop.shape)) for _ in range(SURE_PROBES)]
+        choices = [
+            _blend_choice(
+                [crop[index] for crop in crops], search, bar, verbose, _label(index, count)
             )
-        risks = _sure_by_candidates(
-            crops,
-            probes,
-            search["first_stages"],
-            search["second"],
-            search["variances"],
-            search["weight"],
-            settings,
-            bar,
-        )
-        if verbose:
-            for ((stage, window), t, (gated, collaborative)), risk in risks.items():
-                where = "" if window is None else f" (window {window})"
-                shares = ", ".join(
-                    f"{w:.2f} at v={v:g}"
-                    for v, w in zip(search["variances"], collaborative, strict=True)
-                )
-                bar.write(
-                    f"[denoise_image_wiener]{label} first stage {stage}{where}, gated weight "
-                    f"{gated:.2f} at temperature {t:g}, collaborative weights {shares}: "
-                    f"SURE{search['sure_units'][0]} {risk * search['sure_units'][1]:.4g}"
-                )
-        choice = min(risks, key=risks.get)
-    else:
+            for index in range(count)
+        ]
+
+        def denoised_planes(planes, bar=None):
+            opponents = transform.opponents(planes) if count else []
+            estimates = [
+                _denoised(_tensor(opponent, search), choice, variances, search["settings"], bar)
+                for opponent, choice in zip(opponents, choices, strict=True)
+            ]
+            return transform.restored([e.cpu().double().numpy() for e in estimates], planes)
+
+        if lazy:
+            depth = receptive_radius(search["settings"], first_stages, weight, patch_size)
+            result = denoised_lazily(noisy, channels, denoised_planes, depth, _alignment(search))
+        else:
+            result = channels.image(denoised_planes(planes, bar))
+    return clipped(result, output_range)
+
+
+def _tensor(array, search):
+    return torch.as_tensor(array, dtype=torch.float32, device=search["device"])
+
+
+def _blend_choice(crops, search, bar, verbose, label):
+    """The blend of lowest SURE on a channel's ``crops`` (float64 arrays in
+    units of its noise), or the one given where nothing is searched:
+    ``(first stage, second temperature, (gated weight, collaborative weights))``."""
+    if not search["searched"]:
         weight = search["weight"]
-        choice = (search["first_stages"][0], float(search["second"][0]), (1 - weight, (weight,)))
-    return _denoised(tensor(units), choice, search["variances"], settings, bar)
+        return (search["first_stages"][0], float(search["second"][0]), (1 - weight, (weight,)))
+    tensors, probes = [], []
+    for crop in crops:
+        tensors.append(_tensor(crop - crop.mean(), search))
+        probes.append(
+            [
+                _tensor(rademacher_probe(search["rng"], crop.shape), search)
+                for _ in range(SURE_PROBES)
+            ]
+        )
+    risks = _sure_by_candidates(
+        tensors,
+        probes,
+        search["first_stages"],
+        search["second"],
+        search["variances"],
+        search["weight"],
+        search["settings"],
+        bar,
+    )
+    if verbose:
+        for ((stage, window), t, (gated, collaborative)), risk in risks.items():
+            where = "" if window is None else f" (window {window})"
+            shares = ", ".join(
+                f"{w:.2f} at v={v:g}"
+                for v, w in zip(search["variances"], collaborative, strict=True)
+            )
+            bar.write(
+                f"[denoise_image_wiener]{label} first stage {stage}{where}, gated weight "
+                f"{gated:.2f} at temperature {t:g}, collaborative weights {shares}: "
+                f"SURE{search['sure_units'][0]} {risk * search['sure_units'][1]:.4g}"
+            )
+    return min(risks, key=risks.get)
+
+
+def _alignment(search):
+    """The reference grids' common period: chunks starting at its multiples
+    place their references where the whole image's are."""
+    settings = search["settings"]
+    steps = [min(settings["step"], THRESHOLD_BLOCK), settings["step"]]
+    if any(stage == "wiener" for stage, _ in search["first_stages"]):
+        steps.append(min(2 * settings["step"], settings["patch_size"]))
+    return math.lcm(*steps)
 
 
 def _label(index, count):
