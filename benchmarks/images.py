@@ -46,7 +46,7 @@ def _methods(sigma, device):
     }
 
     def by_patches(denoiser):
-        return lambda noisy: denoise_image(noisy, denoiser, random_state=0)[0]
+        return lambda noisy: denoise_image(noisy, denoiser, random_state=0, return_model=False)
 
     def nl_means(noisy):
         sigma_est = float(np.mean(estimate_sigma(noisy)))
@@ -63,7 +63,9 @@ def _methods(sigma, device):
         return denoise_wavelet(noisy, method="BayesShrink", mode="soft", rescale_sigma=True)
 
     def nonlocal_head(noisy):
-        return denoise_image_nonlocal(noisy, sigma**2, device=device, random_state=0)[0]
+        return denoise_image_nonlocal(
+            noisy, sigma**2, device=device, random_state=0, return_model=False
+        )
 
     methods = {NONLOCAL: nonlocal_head}
     methods.update({name: by_patches(denoiser) for name, denoiser in patch_denoisers.items()})

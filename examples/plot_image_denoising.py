@@ -50,7 +50,7 @@ noisy = clean + sigma * np.random.default_rng(0).standard_normal(clean.shape)
 # it, with the settings of scikit-image's documentation.
 results = {"noisy": (noisy, 0.0, "")}
 start = time.perf_counter()
-denoised, head = denoise_image_nonlocal(noisy, sigma**2, random_state=0)
+denoised, head = denoise_image_nonlocal(noisy, sigma**2, random_state=0, return_model=True)
 results["key norm over search windows (SURE)"] = (
     denoised,
     time.perf_counter() - start,
@@ -65,7 +65,9 @@ for name, denoiser in {
     ),
 }.items():
     start = time.perf_counter()
-    denoised, fitted = denoise_image(noisy, denoiser, n_training_patches=1000, random_state=0)
+    denoised, fitted = denoise_image(
+        noisy, denoiser, n_training_patches=1000, random_state=0, return_model=True
+    )
     kept = f" (kept start: {fitted.init_})" if hasattr(fitted, "init_") else ""
     results[name] = (denoised, time.perf_counter() - start, kept)
 

@@ -53,7 +53,7 @@ results["non-local means (scikit-image)"] = (
 )
 start = time.perf_counter()
 results["trainable non-local means"] = (
-    denoise_image_nonlocal(noisy, sigma**2, random_state=0)[0],
+    denoise_image_nonlocal(noisy, sigma**2, random_state=0, return_model=False),
     time.perf_counter() - start,
 )
 start = time.perf_counter()

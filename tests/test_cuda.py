@@ -98,13 +98,15 @@ def test_cuda_nonlocal_head_matches_cpu():
     rng = np.random.default_rng(7)
     clean = np.kron(rng.integers(0, 4, size=(8, 8)) / 3, np.ones((8, 8)))
     noisy = clean + 0.1 * rng.standard_normal(clean.shape)
-    _, head = denoise_image_nonlocal(noisy, 0.01, max_iter=10, device="cpu", random_state=0)
+    _, head = denoise_image_nonlocal(
+        noisy, 0.01, max_iter=10, device="cpu", random_state=0, return_model=True
+    )
     # the same parameters applied on both devices, float32, different reduction orders
     np.testing.assert_allclose(
         head.apply(noisy, device="cuda"), head.apply(noisy, device="cpu"), atol=1e-5
     )
     on_gpu, gpu_head = denoise_image_nonlocal(
-        noisy, 0.01, max_iter=30, device="cuda", random_state=0
+        noisy, 0.01, max_iter=30, device="cuda", random_state=0, return_model=True
     )
     assert gpu_head.kept == "trained"
     assert np.mean((on_gpu - clean) ** 2) < np.mean((noisy - clean) ** 2) / 4

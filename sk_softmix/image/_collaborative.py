@@ -42,6 +42,9 @@ from ._wiener_head import reference_positions, window_offsets
 # Reference rows per band: about 30 MB of work tensors for a 512-pixel-wide
 # image at the defaults.
 BAND_ROWS = 8
+# Reference columns whose groups are gathered and transformed at once: 8 x
+# 128 groups of 32 blocks, 17 MB of pixel indices, whatever the image's width.
+COLUMN_REFERENCES = 128
 # The biorthogonal spline wavelet 1.5's analysis filters (Cohen, Daubechies
 # & Feauveau, 1992): a 10-tap low-pass and the Haar high-pass, aligned as
 # PyWavelets aligns them in its periodised transform.
@@ -204,29 +207,34 @@ def collaborative_stage(
         size = min(group_size, 2 ** int(math.log2(int(finite))))
         # the nearest blocks, nearest first (ties in any order)
         order = torch.topk(distances, size, dim=-1, largest=False).indices  # (by, bx, n)
-        block_y = y_band[:, None, None] + offsets[order, 0]
-        block_x = x_refs[None, :, None] + offsets[order, 1]
-        blocks = (block_y * cols + block_x).reshape(-1)
-        pixels = ((block_y * width + block_x).reshape(-1, size))[..., None] + block_pixels
         if size not in across_by_size:
             across_by_size[size] = haar_matrix(size, dtype, device)
         across = across_by_size[size]
-        coefficients = across @ flat[pixels] @ block_transform.T  # (references, n, b^2)
-        if rule == "wiener":
-            energy = (across @ guide_flat[pixels] @ block_transform.T).square()
-        targets = pixels.reshape(-1)
-        for index, variance in enumerate(variances):
-            if rule == "threshold":
-                shrink = (coefficients.abs() > threshold * coefficient_std).to(dtype)
-            else:
-                shrink = energy / (energy + variance)
-            estimate = across.T @ (shrink * coefficients) @ inverse_transpose
-            # BM3D's aggregation weight: the inverse of the estimate's noise
-            # variance (at least that of one coefficient kept)
-            group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)
-            weighted = estimate * group_weight[:, None, None]
-            total[index].index_add_(0, targets, weighted.reshape(-1))
-            block_weight[index].index_add_(0, blocks, group_weight.repeat_interleave(size))
+        # the groups a few columns of references at a time: their pixels'
+        # indices and transforms take (references, n, b^2) each, in proportion
+        # to the image's width for a whole band (600 MB at 3072 pixels)
+        for first in range(0, len(x_refs), COLUMN_REFERENCES):
+            part = slice(first, first + COLUMN_REFERENCES)
+            block_y = y_band[:, None, None] + offsets[order[:, part], 0]
+            block_x = x_refs[None, part, None] + offsets[order[:, part], 1]
+            blocks = (block_y * cols + block_x).reshape(-1)
+            pixels = ((block_y * width + block_x).reshape(-1, size))[..., None] + block_pixels
+            coefficients = across @ flat[pixels] @ block_transform.T  # (references, n, b^2)
+            if rule == "wiener":
+                energy = (across @ guide_flat[pixels] @ block_transform.T).square()
+            targets = pixels.reshape(-1)
+            for index, variance in enumerate(variances):
+                if rule == "threshold":
+                    shrink = (coefficients.abs() > threshold * coefficient_std).to(dtype)
+                else:
+                    shrink = energy / (energy + variance)
+                estimate = across.T @ (shrink * coefficients) @ inverse_transpose
+                # BM3D's aggregation weight: the inverse of the estimate's noise
+                # variance (at least that of one coefficient kept)
+                group_weight = 1.0 / shrink.square().sum(dim=(1, 2)).clamp(min=1.0)
+                weighted = estimate * group_weight[:, None, None]
+                total[index].index_add_(0, targets, weighted.reshape(-1))
+                block_weight[index].index_add_(0, blocks, group_weight.repeat_interleave(size))
     # a pixel's weight: the sum over the block positions whose block holds it
     padded_weight = F.pad(block_weight.reshape(-1, rows, cols), (b - 1, b - 1, b - 1, b - 1))
     weight = _sliding_sums(_sliding_sums(padded_weight, b, dim=1), b, dim=2)

@@ -26,6 +26,7 @@ from ._validation import (
     in_the_same_units,
     integer_image,
     noise_shown,
+    with_model,
 )
 
 # Crops on which the start and the trained head are compared, each with its
@@ -144,6 +145,7 @@ class NonLocalHead:
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "preserve_range": ["boolean", None],
+        "return_model": ["boolean", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -161,6 +163,7 @@ def denoise_image_nonlocal(
     random_state=None,
     verbose=0,
     preserve_range=None,
+    return_model=None,
 ):
     """Denoise a grayscale image with trainable non-local means, fitted on the image itself.
 
@@ -211,13 +214,19 @@ def denoise_image_nonlocal(
         ``None``: ``True``, with a ``FutureWarning`` (the default will become
         ``False``). Float images are taken as they are.
         ``clean`` is taken in the same units as the image.
+    return_model : bool or None, default=None
+        Return ``(denoised, head)`` (``True``) or the denoised image alone
+        (``False``), as the other image functions and scikit-image's
+        denoisers do. ``None``: the pair, with a ``FutureWarning`` (the
+        default will become ``False``).
 
     Returns
     -------
     denoised : ndarray of shape (height, width)
         The denoised image, float64.
     head : NonLocalHead
-        The fitted head (:meth:`NonLocalHead.apply` denoises other images).
+        The fitted head (:meth:`NonLocalHead.apply` denoises other images),
+        with ``return_model=True``.
 
     See Also
     --------
@@ -257,7 +266,9 @@ def denoise_image_nonlocal(
     >>> rng = np.random.default_rng(0)
     >>> clean = np.kron(rng.integers(0, 4, size=(6, 6)) / 3, np.ones((8, 8)))  # 48 x 48
     >>> noisy = clean + 0.1 * rng.standard_normal(clean.shape)
-    >>> denoised, head = denoise_image_nonlocal(noisy, 0.01, max_iter=20, random_state=0)
+    >>> denoised, head = denoise_image_nonlocal(
+    ...     noisy, 0.01, max_iter=20, random_state=0, return_model=True
+    ... )
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 4)
     True
     """
@@ -366,7 +377,8 @@ def denoise_image_nonlocal(
         start_sure=scores["start"],
         n_iter=int(max_iter),
     )
-    return clipped(head.apply(image, device=device), output_range), head
+    denoised = clipped(head.apply(image, device=device), output_range)
+    return with_model(denoised, head, return_model, "denoise_image_nonlocal")
 
 
 def _apply_in_tiles(padded, parameters, patch_size, search_distance):

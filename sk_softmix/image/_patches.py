@@ -20,7 +20,13 @@ from sklearn.feature_extraction.image import extract_patches_2d, reconstruct_fro
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 
-from ._validation import checked_grayscale, clipped, in_the_same_units, integer_image
+from ._validation import (
+    checked_grayscale,
+    clipped,
+    in_the_same_units,
+    integer_image,
+    with_model,
+)
 
 
 def _mean_free_basis(n_pixels: int) -> np.ndarray:
@@ -147,6 +153,7 @@ def patches_to_image(points, means, image_shape, patch_size=7):
         "clean": ["array-like", None],
         "random_state": ["random_state"],
         "preserve_range": ["boolean", None],
+        "return_model": ["boolean", None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -160,6 +167,7 @@ def denoise_image(
     clean=None,
     random_state=None,
     preserve_range=None,
+    return_model=None,
 ):
     """Denoise a grayscale image with a denoiser fitted on its own patches.
 
@@ -197,13 +205,18 @@ def denoise_image(
         ``None``: ``True``, with a ``FutureWarning`` (the default will become
         ``False``). Float images are taken as they are.
         ``clean`` is taken in the same units as the image.
+    return_model : bool or None, default=None
+        Return ``(denoised, fitted)`` (``True``) or the denoised image alone
+        (``False``), as the other image functions and scikit-image's
+        denoisers do. ``None``: the pair, with a ``FutureWarning`` (the
+        default will become ``False``).
 
     Returns
     -------
     denoised : ndarray of shape (height, width)
         The denoised image, in float64.
     fitted : estimator
-        The fitted clone of ``denoiser``.
+        The fitted clone of ``denoiser``, with ``return_model=True``.
 
     Notes
     -----
@@ -221,8 +234,9 @@ def denoise_image(
     >>> rng = np.random.default_rng(3)
     >>> clean = np.kron(rng.integers(0, 6, size=(14, 14)) / 5, np.ones((7, 7)))  # 98 x 98
     >>> noisy = clean + 0.1 * rng.standard_normal(clean.shape)
-    >>> denoised, _ = denoise_image(noisy, GaussianMixtureDenoiser(4, noise_variance=0.01),
-    ...                             patch_size=4, n_training_patches=576, random_state=0)
+    >>> denoised = denoise_image(noisy, GaussianMixtureDenoiser(4, noise_variance=0.01),
+    ...                          patch_size=4, n_training_patches=576, random_state=0,
+    ...                          return_model=False)
     >>> bool(np.mean((denoised - clean) ** 2) < np.mean((noisy - clean) ** 2) / 2)
     True
     """
@@ -246,7 +260,7 @@ def denoise_image(
     if len(rest):
         denoised[rest] = fitted.transform(points[rest])
     denoised = patches_to_image(denoised, means, image.shape, patch_size)
-    return clipped(denoised, output_range), fitted
+    return with_model(clipped(denoised, output_range), fitted, return_model, "denoise_image")
 
 
 def _disjoint_patches(shape, patch_size, count, random_state):

@@ -117,3 +117,21 @@ def in_the_same_units(other, units):
 def clipped(result, units):
     """``result`` clipped to the range of ``units`` (``integer_image``'s), if any."""
     return result if units is None else np.clip(result, units.low, units.high)
+
+
+def with_model(denoised, model, return_model, function: str):
+    """What an image function that fits a model returns: ``denoised``, or
+    ``(denoised, model)`` with ``return_model=True``. ``None``: the pair,
+    with a ``FutureWarning``, since the default is to become the image alone
+    (the return of ``denoise_image_wiener`` and of scikit-image's denoisers)."""
+    if return_model is None:
+        warnings.warn(
+            f"{function} returns (denoised, model); in a future version it will return the "
+            "denoised image alone, as denoise_image_wiener and scikit-image's denoisers do. "
+            "Pass return_model=True to keep the pair, or return_model=False for the image "
+            "alone, to silence this warning.",
+            FutureWarning,
+            stacklevel=4,  # the user's call, through validate_params
+        )
+        return_model = True
+    return (denoised, model) if return_model else denoised

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.preprocessing import FunctionTransformer
 
 from sk_softmix import GaussianMixtureDenoiser
 from sk_softmix.image import (
@@ -35,8 +36,8 @@ def _functions():
             image, (SIGMA * scale) ** 2, **settings, **kw
         ),
         "nonlocal": lambda image, scale, **kw: denoise_image_nonlocal(
-            image, (SIGMA * scale) ** 2, max_iter=5, random_state=0, **kw
-        )[0],
+            image, (SIGMA * scale) ** 2, max_iter=5, random_state=0, return_model=False, **kw
+        ),
         "patches": lambda image, scale, **kw: denoise_image(
             image,
             GaussianMixtureDenoiser(2, noise_variance=(SIGMA * scale) ** 2, random_state=0),
@@ -44,8 +45,9 @@ def _functions():
             n_training_patches=49,
             remove_mean=False,
             random_state=0,
+            return_model=False,
             **kw,
-        )[0],
+        ),
     }
 
 
@@ -116,3 +118,26 @@ def test_wiener_sure_takes_the_image_in_the_same_units():
     own = wiener_sure(noisy, SIGMA**2, random_state=0, preserve_range=True)
     scaled = wiener_sure(noisy, (SIGMA / 255) ** 2, random_state=0, preserve_range=False)
     assert own == pytest.approx(scaled * 255**2, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["nonlocal", "patches"])
+def test_the_functions_that_fit_a_model_return_it_on_request(name):
+    # the ecosystem's return, the image alone, is to become the default:
+    # None keeps the pair and says so; True and False choose without a word
+    image = _uint8_image()[0].astype(np.float64)
+    call = {
+        "nonlocal": lambda **kw: denoise_image_nonlocal(image, 100.0, max_iter=0, **kw),
+        "patches": lambda **kw: denoise_image(
+            image, FunctionTransformer(), patch_size=3, n_training_patches=30, **kw
+        ),
+    }[name]
+    with pytest.warns(FutureWarning, match="return_model=True to keep the pair") as caught:
+        denoised, model = call()
+    assert caught[0].filename == __file__  # the user's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        pair = call(return_model=True)
+        alone = call(return_model=False)
+    assert isinstance(pair, tuple) and isinstance(alone, np.ndarray)
+    np.testing.assert_array_equal(alone, denoised)
+    np.testing.assert_array_equal(pair[0], denoised)

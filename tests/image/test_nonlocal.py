@@ -216,7 +216,7 @@ def test_training_on_the_noisy_image_beats_plain_non_local_means():
 
     def error(**kwargs):
         settings = {"crop_size": 48, "max_iter": 60, "random_state": 0, **kwargs}
-        denoised, head = denoise_image_nonlocal(noisy, 0.01, **settings)
+        denoised, head = denoise_image_nonlocal(noisy, 0.01, return_model=True, **settings)
         return np.mean((denoised - clean) ** 2), head
 
     start, start_head = error(max_iter=0)
@@ -232,12 +232,16 @@ def test_training_on_the_noisy_image_beats_plain_non_local_means():
 
 def test_apply_reproduces_the_result_and_follows_scale_and_shift():
     clean, noisy = _blocks(9, size=48)
-    denoised, head = denoise_image_nonlocal(noisy, 0.01, max_iter=10, random_state=1)
+    denoised, head = denoise_image_nonlocal(
+        noisy, 0.01, max_iter=10, random_state=1, return_model=True
+    )
     np.testing.assert_allclose(head.apply(noisy), denoised, atol=1e-6)
     # NumPy fields only: it pickles and loads anywhere
     np.testing.assert_allclose(pickle.loads(pickle.dumps(head)).apply(noisy), denoised, atol=1e-6)
     # a tiny scale and a large offset: the same image in other units
-    scaled, _ = denoise_image_nonlocal(1e-6 * noisy + 1e3, 1e-14, max_iter=10, random_state=1)
+    scaled = denoise_image_nonlocal(
+        1e-6 * noisy + 1e3, 1e-14, max_iter=10, random_state=1, return_model=False
+    )
     np.testing.assert_allclose((scaled - 1e3) / 1e-6, denoised, atol=1e-4)
     assert head.offset_bias.shape == (13, 13)
 
@@ -249,7 +253,9 @@ def test_sure_stays_right_when_the_noise_is_tiny():
     rng = np.random.default_rng(14)
     clean = np.kron(rng.integers(0, 5, size=(6, 6)) / 4, np.ones((8, 8)))
     noisy = clean + 1e-5 * rng.standard_normal(clean.shape)
-    denoised, head = denoise_image_nonlocal(noisy, 1e-10, max_iter=10, random_state=0)
+    denoised, head = denoise_image_nonlocal(
+        noisy, 1e-10, max_iter=10, random_state=0, return_model=True
+    )
     error = np.mean((denoised - clean) ** 2) / 1e-10
     assert error < 0.5  # the flat blocks are averaged
     assert head.sure == pytest.approx(error, abs=0.1)
@@ -258,19 +264,22 @@ def test_sure_stays_right_when_the_noise_is_tiny():
 def test_warns_when_the_noise_variance_exceeds_what_the_image_shows():
     clean, noisy = _blocks(15, size=48)
     with pytest.warns(UserWarning, match="the image shows at most"):
-        denoise_image_nonlocal(clean, 0.01, max_iter=0)  # no noise at all
+        denoise_image_nonlocal(clean, 0.01, max_iter=0, return_model=False)  # no noise at all
     with pytest.warns(UserWarning, match="the image shows at most"):
-        denoise_image_nonlocal(noisy, 0.09, max_iter=0)  # 3x the noise's sigma
+        denoise_image_nonlocal(noisy, 0.09, max_iter=0, return_model=False)  # 3x the noise's sigma
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        denoise_image_nonlocal(noisy, 0.01, max_iter=0)
-        denoise_image_nonlocal(noisy, 0.0001, max_iter=0)  # less noise than shown: no check
+        denoise_image_nonlocal(noisy, 0.01, max_iter=0, return_model=False)
+        # less noise than shown: no check
+        denoise_image_nonlocal(noisy, 0.0001, max_iter=0, return_model=False)
 
 
 def test_constant_image_stays_constant():
     image = np.full((30, 30), 0.3)
     with pytest.warns(UserWarning, match="the image shows at most"):
-        denoised, head = denoise_image_nonlocal(image, 0.01, max_iter=5, random_state=0)
+        denoised, head = denoise_image_nonlocal(
+            image, 0.01, max_iter=5, random_state=0, return_model=True
+        )
     assert np.all(np.isfinite(denoised))
     np.testing.assert_allclose(denoised, 0.3, atol=1e-3)
 
@@ -298,13 +307,13 @@ def test_float32_head_agrees_with_float64(sigma):
 
 def test_verbose_reports_progress(capsys):
     _, noisy = _blocks(11, size=32)
-    denoise_image_nonlocal(noisy, 0.01, max_iter=10, verbose=1, random_state=0)
+    denoise_image_nonlocal(noisy, 0.01, max_iter=10, verbose=1, random_state=0, return_model=False)
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert len(lines) == 10 and "SURE" in lines[0]
     # and a progress bar over the steps on standard error, silent without verbose
     assert "denoise_image_nonlocal" in captured.err and "10/10" in captured.err
-    denoise_image_nonlocal(noisy, 0.01, max_iter=10, random_state=0)
+    denoise_image_nonlocal(noisy, 0.01, max_iter=10, random_state=0, return_model=False)
     assert capsys.readouterr().err == ""
 
 
