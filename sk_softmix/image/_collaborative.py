@@ -27,7 +27,8 @@ for the threshold).
 
 The distances for every offset of the window are box sums of squared
 differences of shifted images, computed for a band of reference rows at a
-time, so that memory is bounded by a band whatever the image's size.
+time, and the band's groups are gathered and transformed a few reference
+columns at a time, so that memory is bounded whatever the image's size.
 """
 
 import math
