@@ -34,7 +34,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import print_table  # noqa: E402
+from common import print_image_results, psnr, target_row  # noqa: E402
 
 from sk_softmix.image import denoise_image_wiener  # noqa: E402
 
@@ -66,10 +66,6 @@ def methods(sigma):
     }
 
 
-def psnr(denoised, clean):
-    return 10 * np.log10(1.0 / np.mean((np.asarray(denoised, dtype=np.float64) - clean) ** 2))
-
-
 def main():
     import torch
     from skimage import data, img_as_float
@@ -90,21 +86,10 @@ def main():
                 results[name] = (value, seconds)
                 rows.append([image_name, f"{sigma}", name, f"{value:.2f}", f"{seconds:.1f}"])
             ours, reference = results["denoise_image_wiener"], results["BM3D"]
-            targets.append(
-                [
-                    image_name,
-                    f"{sigma}",
-                    f"{ours[0] - reference[0]:+.2f} >= -0.10",
-                    f"{ours[1] / reference[1]:.2f} <= 1.5",
-                ]
-            )
-    print_table("PSNR (dB) and seconds, one run", ["image", "sigma", "method", "PSNR", "s"], rows)
-    print_table(
-        "targets (issue 30): denoise_image_wiener - BM3D (dB); time / BM3D's",
-        ["image", "sigma", "PSNR difference", "time ratio"],
-        targets,
+            targets.append(target_row(image_name, sigma, ours, reference, -0.1, 1.5))
+    print_image_results(
+        rows, targets, "targets (issue 30): denoise_image_wiener - BM3D (dB); time / BM3D's"
     )
-    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What the benchmark sections share: the Figure 2 task, timing and tables."""
 
+import os
 import time
 
 import numpy as np
@@ -101,3 +102,27 @@ def print_table(title: str, headers: list[str], rows: list[list]) -> None:
     for row in rows:
         print("| " + " | ".join(cell(value) for value in row) + " |")
     print(flush=True)
+
+
+def psnr(denoised, clean):
+    """``10 log10(1 / MSE)`` in dB, for images in [0, 1]."""
+    return 10 * np.log10(1.0 / np.mean((np.asarray(denoised, dtype=np.float64) - clean) ** 2))
+
+
+def target_row(image, sigma, ours, reference, psnr_target, time_target):
+    """A row of an image section's targets: ours minus the reference's PSNR,
+    our time over its; ``ours`` and ``reference`` are ``(PSNR, seconds)``."""
+    return [
+        image,
+        f"{sigma}",
+        f"{ours[0] - reference[0]:+.2f} >= {psnr_target:+.2f}",
+        f"{ours[1] / reference[1]:.2f} <= {time_target}",
+    ]
+
+
+def print_image_results(rows, targets, title):
+    """An image section's two tables (every method's PSNR and seconds, then
+    the targets), and the load at the end."""
+    print_table("PSNR (dB) and seconds, one run", ["image", "sigma", "method", "PSNR", "s"], rows)
+    print_table(title, ["image", "sigma", "PSNR difference", "time ratio"], targets)
+    print(f"load average at the end: {os.getloadavg()}")

@@ -6,7 +6,7 @@ Run on its own: ``python benchmarks/large_images.py [--sizes 1024,3072]
 standard deviation 0.1 (seed 0), denoised by ``denoise_image_wiener`` in
 memory and then as a ``dask.array`` of ``--chunks`` pixels a side
 (synchronous scheduler): seconds, the process's peak resident memory above
-what it held before the call (sampled every 20 ms), the image's own size,
+what it held before the call (sampled every 20 ms, as in sections 2 and 6), the image's own size,
 PSNR, and the largest difference between the two results. Needs the
 ``benchmark`` extra (scikit-image) and dask (the ``distributed`` extra).
 """
@@ -14,46 +14,24 @@ PSNR, and the largest difference between the two results. Needs the
 import argparse
 import os
 import sys
-import threading
 import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import print_table  # noqa: E402
+from common import PEAK_SAMPLER_SOURCE, print_table  # noqa: E402
 
 from sk_softmix.image import denoise_image_wiener  # noqa: E402
 
 
-def resident_mib():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def peak_extra(call):
     """``(result, seconds, peak MiB above the resident memory before the call)``."""
-    peak, done = [0.0], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], resident_mib())
-            time.sleep(0.02)
-
-    before = resident_mib()
-    sampler = threading.Thread(target=sample)
-    sampler.start()
+    namespace = {}
+    exec(PEAK_SAMPLER_SOURCE, namespace)  # the sampler sections 2 and 6 run in subprocesses
     start = time.perf_counter()
-    try:
-        result = call()
-    finally:
-        seconds = time.perf_counter() - start
-        done.set()
-        sampler.join()
-    return result, seconds, max(peak[0], resident_mib()) - before
+    result, extra = namespace["peak_extra_mib"](call, interval=0.02)
+    return result, time.perf_counter() - start, extra
 
 
 def main():
