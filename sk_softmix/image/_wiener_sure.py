@@ -5,13 +5,15 @@ on crops; this function gives it for the whole image and one choice, to
 check a setting against the error on a clean image, or to tune one by hand.
 """
 
-from numbers import Real
+from numbers import Integral, Real
 
+import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ..attention._device import resolve_device
+from ._colour import Channels, OpponentTransform, channel_variances
 from ._sure_blend import rademacher_probe
 from ._validation import integer_image
 from ._wiener_checks import (
@@ -36,8 +38,9 @@ from ._wiener_fit import (
 @validate_params(
     {
         **SHARED_CONSTRAINTS,
-        "noise_variance": [Interval(Real, 0, None, closed="neither")],
+        "noise_variance": [Interval(Real, 0, None, closed="neither"), "array-like"],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "channel_axis": [Integral, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -59,6 +62,7 @@ def wiener_sure(
     device="auto",
     random_state=None,
     preserve_range=None,
+    channel_axis=None,
 ):
     """Monte-Carlo SURE of :func:`denoise_image_wiener`: its mean squared
     error per pixel estimated from the noisy image alone.
@@ -70,13 +74,22 @@ def wiener_sure(
     the unseen clean image for white Gaussian noise of variance
     ``noise_variance``.
 
+    For a colour image each new channel of the opponent transform (see
+    :func:`denoise_image_wiener`) is denoised on its own, in units of its
+    white noise, so the divergence is each channel's; the residuals are
+    weighed by ``T S^2 T^T`` (``T`` the transform, ``S`` the channels' noise
+    standard deviations), which is ``sigma^2 I`` where the noise is the same
+    on every channel. The estimate is then of the error per pixel and
+    channel, as ``np.mean((denoised - clean) ** 2)`` over the whole array.
+
     Parameters
     ----------
-    noisy : array-like of shape (height, width)
+    noisy : array-like of shape (height, width), or with a channel axis
         The noisy image.
-    noise_variance : float
-        ``sigma^2 > 0``, the true one: ``None`` is a ValueError (an estimate
-        from the image would bias SURE).
+    noise_variance : float or sequence of float
+        ``sigma^2 > 0``, the true one (one per channel, for a colour image,
+        or one for all): ``None`` is a ValueError (an estimate from the
+        image would bias SURE).
     patch_size : int, default=5
         As in :func:`denoise_image_wiener`.
     search_distance : int, default=7
@@ -116,6 +129,9 @@ def wiener_sure(
     preserve_range : bool or None, default=None
         For an integer image, the units it is taken in, as
         :func:`denoise_image_wiener`'s (the estimate is in those units).
+    channel_axis : int or None, default=None
+        The axis of a colour image's channels, as in
+        :func:`denoise_image_wiener`.
 
     Returns
     -------
@@ -137,30 +153,46 @@ def wiener_sure(
     True
     """
     noisy, _ = integer_image(noisy, preserve_range, "wiener_sure")
-    image, sigma = checked_image_and_noise(noisy, noise_variance, patch_size, search_distance, step)
-    fits_blocks = min(image.shape) >= THRESHOLD_BLOCK
+    channels = Channels(noisy, channel_axis)
+    variances_given = channel_variances(noise_variance, channels.count)
+    checked = [
+        checked_image_and_noise(plane, variance, patch_size, search_distance, step)
+        for plane, variance in zip(channels.planes, variances_given, strict=True)
+    ]
+    planes, sigmas = [plane for plane, _ in checked], np.array([sigma for _, sigma in checked])
+    image_shape = planes[0].shape
+    fits_blocks = min(image_shape) >= THRESHOLD_BLOCK
     (stage,) = _first_stage_candidates(
-        checked_first_stages(first_stage, fits_blocks, image.shape, auto=False),
+        checked_first_stages(first_stage, fits_blocks, image_shape, auto=False),
         checked_distances(pilot_search_distance, "pilot_search_distance", single=True),
     )
-    weight = checked_weight(collaborative_weight, fits_blocks, image.shape, auto=False)
+    weight = checked_weight(collaborative_weight, fits_blocks, image_shape, auto=False)
     variances = checked_variances(wiener_variance, single=True)
-    if not sigma > 0:
+    if not np.all(sigmas > 0):
         raise ValueError(f"noise_variance must be positive; got {noise_variance}.")
     torch_device = resolve_device(device)
     first = checked_positive(temperature, "temperature")[0]
     settings = _settings(patch_size, search_distance, block_search_distance, step, first)
     second = float(checked_positive(second_temperature, "second_temperature")[0])
-    centre = float(image.mean())
-    # float64: the divergence is a difference of two runs a small step apart
-    units = torch.as_tensor((image - centre) / sigma, dtype=torch.float64, device=torch_device)
-    probe = rademacher_probe(check_random_state(random_state), image.shape)
-    probe = torch.as_tensor(probe, dtype=torch.float64, device=torch_device)
+    transform = OpponentTransform([float(plane.mean()) for plane in planes], sigmas)
+    rng = check_random_state(random_state)
     choice = (stage, second, (1 - weight, (weight,)))
-    denoised = _denoised(units, choice, variances, settings)
-    nudged = _denoised(units + epsilon * probe, choice, variances, settings)
-    divergence = float((probe * (nudged - denoised)).sum()) / epsilon
-    n_pixels = image.size
-    # in units of the noise (sigma = 1), then back to the image's
-    risk = float((denoised - units).square().mean()) - 1 + 2 * divergence / n_pixels
-    return risk * sigma**2
+    residuals, divergences = [], []
+    for opponent in transform.opponents(planes):
+        # float64: the divergence is a difference of two runs a small step apart
+        units = torch.as_tensor(opponent, dtype=torch.float64, device=torch_device)
+        probe = rademacher_probe(rng, image_shape)
+        probe = torch.as_tensor(probe, dtype=torch.float64, device=torch_device)
+        denoised = _denoised(units, choice, variances, settings)
+        nudged = _denoised(units + epsilon * probe, choice, variances, settings)
+        divergences.append(float((probe * (nudged - denoised)).sum()) / epsilon)
+        residuals.append((denoised - units).cpu().numpy())
+    # the error in the image's units is r^T M r per pixel, M = T S^2 T^T, for
+    # the residuals r in units of the noise (sigma = 1 in every new channel)
+    weights = transform.matrix @ np.diag(sigmas**2) @ transform.matrix.T
+    residuals = np.stack(residuals)
+    n_pixels = residuals[0].size
+    squared = float(np.einsum("ipq,ij,jpq->", residuals, weights, residuals)) / n_pixels
+    divergence = float(np.diag(weights) @ np.array(divergences)) / n_pixels
+    risk = squared - np.trace(weights) + 2 * divergence
+    return risk / len(sigmas)
