@@ -46,7 +46,11 @@ class Channels:
                 f"channel_axis must be an axis of the image, in [-3, 2]; got {channel_axis}."
             )
         self.axis = channel_axis % 3
-        self.planes = list(np.moveaxis(array, self.axis, 0))
+        self.planes = self.split(array)
+
+    def split(self, image) -> list:
+        """The planes of an image (or a chunk of one) of the input's layout."""
+        return [image] if self.axis is None else list(np.moveaxis(image, self.axis, 0))
 
     @property
     def count(self) -> int:

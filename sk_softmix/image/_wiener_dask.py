@@ -23,23 +23,16 @@ memory up to float rounding. The channels' centres are the whole image's
 import numpy as np
 
 from ._sure_blend import crop_slices
-from ._validation import diagonal_details
+from ._validation import diagonal_details, noise_of_details
 from ._wiener_checks import THRESHOLD_BLOCK, checked_geometry, checked_noise
 
 
-def computed(crops):
-    """The crops (lists of dask planes) as float64 NumPy arrays, in one pass."""
-    import dask
-
-    (values,) = dask.compute(crops)
-    return [[np.asarray(plane, dtype=np.float64) for plane in crop] for crop in values]
-
-
 def lazy_planes_and_noise(planes, variances, patch_size, search_distance, step, crop_size):
-    """``(planes, sigmas, centres)`` of a dask image's channels, checked
-    without reading it but for the centres (one pass, which finds non-finite
-    pixels too) and, where a noise variance is ``None``, the crops it is
-    estimated on."""
+    """``(planes, sigmas, centres, crops)`` of a dask image's channels,
+    checked without reading it but for the centres (one pass, which finds
+    non-finite pixels too) and SURE's crops of every channel (read once:
+    the noise is estimated on them where a variance is ``None``, and the
+    blend chosen on them)."""
     dtype = planes[0].dtype
     if np.issubdtype(dtype, np.complexfloating):
         raise ValueError(
@@ -59,26 +52,18 @@ def lazy_planes_and_noise(planes, variances, patch_size, search_distance, step, 
     centres = [float(centre) for centre in dask.compute(*[plane.mean() for plane in planes])]
     if not np.all(np.isfinite(centres)):  # the pass over the image finds them
         raise ValueError("The image holds NaN or infinite pixels.")
-    estimated = [index for index, variance in enumerate(variances) if variance is None]
-    shown = {}
-    if estimated:
-        crops = computed(
-            [
-                [planes[index][where] for index in estimated]
-                for where in crop_slices(planes[0].shape, crop_size)
-            ]
-        )
-        for place, index in enumerate(estimated):
-            details = np.concatenate([diagonal_details(crop[place]).ravel() for crop in crops])
-            variance = np.mean([crop[place].var() for crop in crops])
-            shown[index] = (float(np.median(np.abs(details)) / 0.6745), variance)
+    where = crop_slices(planes[0].shape, crop_size)
+    (crops,) = dask.compute([[plane[at] for plane in planes] for at in where])
+    crops = [[np.asarray(plane, dtype=np.float64) for plane in crop] for crop in crops]
     sigmas = []
     for index, variance in enumerate(variances):
         if variance is None:
-            sigmas.append(checked_noise(None, *shown[index]))
+            details = np.concatenate([diagonal_details(crop[index]).ravel() for crop in crops])
+            image_variance = np.mean([crop[index].var() for crop in crops])
+            sigmas.append(checked_noise(None, noise_of_details(details), image_variance))
         else:
             sigmas.append(float(np.sqrt(variance)))
-    return planes, sigmas, centres
+    return planes, sigmas, centres, crops
 
 
 def receptive_radius(settings, first_stages, weight, patch_size) -> int:
@@ -131,8 +116,7 @@ def denoised_lazily(image, channels, denoised_planes, radius, period):
     image = image.astype(np.float64).rechunk(chunks)
 
     def denoised_chunk(values):
-        planes = [values] if channels.axis is None else list(np.moveaxis(values, channels.axis, 0))
-        return channels.image(denoised_planes(planes))
+        return channels.image(denoised_planes(channels.split(values)))
 
     return image.map_overlap(
         denoised_chunk, depth=depth, boundary="none", trim=True, dtype=np.float64

@@ -23,7 +23,7 @@ from ._wiener_checks import (
     checked_variances,
     checked_weight,
 )
-from ._wiener_dask import computed, denoised_lazily, lazy_planes_and_noise, receptive_radius
+from ._wiener_dask import denoised_lazily, lazy_planes_and_noise, receptive_radius
 from ._wiener_head import wiener_stage
 
 # The second stage's temperature by default (see the docstring).
@@ -272,7 +272,7 @@ def denoise_image_wiener(
     channels = Channels(noisy, channel_axis)
     given = channel_variances(noise_variance, channels.count)
     if lazy:
-        planes, sigmas, centres = lazy_planes_and_noise(
+        planes, sigmas, centres, lazy_crops = lazy_planes_and_noise(
             channels.planes, given, patch_size, search_distance, step, crop_size
         )
     else:
@@ -327,11 +327,11 @@ def denoise_image_wiener(
     ) as bar:
         crops = []
         if searched and count:
-            crops = [
-                [plane[where] for plane in planes] for where in crop_slices(image_shape, crop_size)
-            ]
-            if lazy:
-                crops = computed(crops)
+            if lazy:  # read once, with the noise
+                crops = lazy_crops
+            else:
+                where = crop_slices(image_shape, crop_size)
+                crops = [[plane[at] for plane in planes] for at in where]
             crops = [transform.opponents(crop) for crop in crops]
         # each new channel on its own, its groups matched on itself: matched on
         # the denoised luminance (CBM3D's grouping) the chroma channels' error
