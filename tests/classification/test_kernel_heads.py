@@ -15,8 +15,9 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression
 
 from sk_softmix import SoftmaxAttentionClassifier
+from sk_softmix.classification import _kernel_head
 from sk_softmix.classification._heads import classifier_tokens
-from sk_softmix.classification._kernel_head import kernel_votes
+from sk_softmix.classification._kernel_head import grid_votes, kernel_votes
 from sk_softmix.classification._linear_starts import (
     best_linear_start,
     linear_skip,
@@ -57,6 +58,26 @@ def test_kernel_vote_is_the_gaussian_kernel_average_of_the_labels():
     logits[np.arange(7)[exclude >= 0], exclude[exclude >= 0]] = -np.inf
     weights = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
     np.testing.assert_allclose(votes, weights @ np.eye(3)[labels], atol=1e-12)
+
+
+def test_grid_votes_are_the_kernel_votes_at_each_bandwidth(monkeypatch):
+    # the tuning grid's votes from one pass of distances, in blocks of queries
+    # (here 3 a block: 7 queries span three), against one attention pass per
+    # bandwidth, in float64 so that only a wrong formula shows
+    monkeypatch.setattr(_kernel_head, "EXACT_BLOCK_ENTRIES", 3 * 40)
+    rng = np.random.default_rng(2)
+    prompt_X, queries = rng.normal(size=(40, 3)), rng.normal(size=(7, 3))
+    labels = rng.integers(3, size=40)
+    exclude = torch.tensor([4, -1, 0, 39, -1, 7, 12])
+    bias = torch.tensor(np.log(rng.uniform(0.2, 3.0, size=40)))
+    prompt = classifier_tokens(torch.tensor(prompt_X), torch.tensor(labels), 3)
+    blocks = torch.tensor(np.eye(3)[labels])
+    bandwidths = [0.3, 0.7, 2.0]
+    queries, tokens = torch.tensor(queries), torch.tensor(prompt_X)
+    grid = grid_votes(queries, tokens, blocks, bandwidths, exclude, bias)
+    for vote, h in zip(grid, bandwidths, strict=True):
+        one = kernel_votes(queries, prompt, 3, h, exclude, token_bias=bias)
+        np.testing.assert_allclose(vote.numpy(), one.numpy(), atol=1e-10)
 
 
 def test_binary_vote_is_the_mean_label_in_plus_minus_one():

@@ -13,10 +13,16 @@ import pytest
 import torch
 
 from sk_softmix import SoftmaxAttentionClassifier
-from sk_softmix.classification._heads import classifier_tokens
+from sk_softmix.classification._heads import classifier_tokens, label_blocks
 from sk_softmix.classification._kernel_head import kernel_heads, kernel_votes
 from sk_softmix.classification._linear_starts import score_losses
-from sk_softmix.classification._metric import learn_metric, metric_loss, metric_start
+from sk_softmix.classification._metric import (
+    learn_metric,
+    metric_loss,
+    metric_loss_and_gradient,
+    metric_matrix,
+    metric_start,
+)
 
 
 def _xor_in_noise(n, rng, n_noise=6):
@@ -46,6 +52,42 @@ def test_the_metric_loss_is_the_heads_leave_one_out_loss():
     assert float(loss) == pytest.approx(expected, rel=1e-12)
     # the diagonal start is the same kernel
     np.testing.assert_array_equal(np.diag(metric_start(X, h, "diagonal", 8)), A.numpy())
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("form", ["diagonal", "full"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_written_out_gradient_is_autograds(n_classes, form, weighted):
+    # the fit runs on the written-out gradient; autograd of the loss is the
+    # reference, to float64 rounding
+    generator = torch.Generator().manual_seed(n_classes + 2 * weighted)
+    n, d = 60, 5
+    features = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    labels = torch.randint(0, n_classes, (n,), generator=generator)
+    blocks = torch.as_tensor(np.asarray(label_blocks(labels.numpy(), n_classes), dtype=float))
+    linear = torch.randn(n, blocks.shape[1], generator=generator, dtype=torch.float64)
+    weights = None
+    log_weights = torch.zeros(n, dtype=torch.float64)
+    if weighted:
+        weights = 0.2 + torch.rand(n, generator=generator, dtype=torch.float64)
+        log_weights = weights.log()
+    shape = (d,) if form == "diagonal" else (3, d)
+    parameters = (
+        0.5 + torch.rand(shape, generator=generator, dtype=torch.float64)
+    ).requires_grad_()
+    log_readout = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    loss = metric_loss(
+        metric_matrix(parameters), log_readout, features, blocks, labels, linear, log_weights,
+        weights,
+    )  # fmt: skip
+    loss.backward()
+    written = metric_loss_and_gradient(
+        parameters.detach(), log_readout.detach(), features, blocks, labels, linear,
+        log_weights, weights,
+    )  # fmt: skip
+    assert float(written[0]) == pytest.approx(float(loss), rel=1e-12)
+    np.testing.assert_allclose(written[1].numpy(), parameters.grad.numpy(), rtol=1e-10, atol=1e-14)
+    assert float(written[2]) == pytest.approx(float(log_readout.grad), rel=1e-10)
 
 
 def test_the_diagonal_metric_weighs_the_features_that_matter():
@@ -130,12 +172,13 @@ def test_a_fit_that_overflows_keeps_its_start(monkeypatch):
     # a loss that goes non-finite leaves the isotropic start, not NaN
     import sk_softmix.classification._metric as metric_module
 
-    finite = metric_module.metric_loss
+    finite = metric_module.metric_loss_and_gradient
 
-    def overflowing(A, *args, **kwargs):
-        return finite(A, *args, **kwargs) * torch.inf
+    def overflowing(*args, **kwargs):
+        loss, gradient, readout_gradient = finite(*args, **kwargs)
+        return loss * torch.inf, gradient * torch.nan, readout_gradient * torch.nan
 
-    monkeypatch.setattr(metric_module, "metric_loss", overflowing)
+    monkeypatch.setattr(metric_module, "metric_loss_and_gradient", overflowing)
     rng = np.random.default_rng(6)
     X, y = _xor_in_noise(100, rng)
     A, scales, readout = learn_metric(
