@@ -276,11 +276,15 @@ def fit_kernel_classifier(
         fitting = selection_rows(labels, budget, random_state)
         fitting = slice(None) if fitting is None else fitting
         skip, intercept, quadratic = start_maps(
-            linear, X[fitting], labels[fitting], None if weights is None else weights[fitting]
-        )
+            linear, X[fitting], labels[fitting], None if weights is None else weights[fitting],
+            None if counts is None else counts[fitting].sum() / counts.min(),
+        )  # fmt: skip
         quadratic = temperature * quadratic
     else:
-        skip, intercept, quadratic = start_maps(linear, X, labels, weights)
+        # where repeated rows are observations, the penalty weighs against
+        # the rows they stand for, in units of the smallest token's
+        n_observations = None if counts is None else counts.sum() / counts.min()
+        skip, intercept, quadratic = start_maps(linear, X, labels, weights, n_observations)
     skip, intercept = temperature * skip, temperature * intercept
     heads.update(skip=skip, intercept=intercept)
     return KernelClassifierFit(

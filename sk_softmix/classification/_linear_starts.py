@@ -40,7 +40,7 @@ from sklearn.model_selection import StratifiedKFold
 from ..training._stopping import significantly_lower
 from ..training._units import rms_scale
 from ._heads import classification_losses, lda_skip
-from ._tokens import equal_weights
+from ._tokens import equal_weights, penalty_weights
 from ._weighted_linear import weighted_lda
 
 LINEAR_STARTS = ("lda", "shrinkage_lda", "logistic", "quadratic")
@@ -70,7 +70,11 @@ MIN_RELATIVE_GAIN = 0.05
 
 
 def linear_skip(
-    name: str, X: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None
+    name: str,
+    X: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray | None = None,
+    n_observations: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``coef_`` and ``intercept_`` of the linear start ``name`` fitted on ``(X, labels)``.
 
@@ -79,8 +83,9 @@ def linear_skip(
     ``weights`` are the rows' positive weights (``None``: equal). With
     unequal weights both LDAs are the weighted ones of ``_weighted_linear``
     (scikit-learn's take no weights) and logistic regression takes them as
-    ``sample_weight``, scaled to mean 1 so that its penalty weighs as much as
-    with equal weights.
+    ``sample_weight``, scaled to sum to ``n_observations``, the observations
+    the rows stand for (``None``: one each), so that its penalty weighs as
+    much as on that many rows of equal weight (``_tokens.penalty_weights``).
     """
     n_classes = int(labels.max()) + 1
     # fitted at unit root-mean-square and mapped back, as lda_skip does: the
@@ -103,7 +108,7 @@ def linear_skip(
     if name == "shrinkage_lda":
         model = LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto").fit(X, labels)
     elif name == "logistic":
-        sample_weight = None if unweighted else weights * (len(weights) / np.sum(weights))
+        sample_weight = penalty_weights(weights, len(X), n_observations)
         with warnings.catch_warnings():
             # a start that has not converged is judged by its held-out loss
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -131,7 +136,7 @@ def quadratic_features(X: np.ndarray) -> np.ndarray:
     return np.hstack([X, X[:, rows] * X[:, cols]])
 
 
-def quadratic_start(X, labels, weights=None):
+def quadratic_start(X, labels, weights=None, n_observations=None):
     """The quadratic start's ``coef_`` (width, d), ``intercept_`` (width,) and
     ``Q`` (width, d, d), symmetric: its score is ``x^T Q x + x coef^T + intercept``.
 
@@ -154,7 +159,7 @@ def quadratic_start(X, labels, weights=None):
     mean = np.average(columns, axis=0, weights=row_weights)
     spread = np.sqrt(np.average(np.square(columns - mean), axis=0, weights=row_weights))
     spread[spread <= 1e-12 * np.maximum(np.abs(mean), 1.0)] = 1.0  # a constant column
-    sample_weight = None if unweighted else row_weights * (len(X) / row_weights.sum())
+    sample_weight = penalty_weights(row_weights, len(X), n_observations)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = LogisticRegression(C=QUADRATIC_C, max_iter=1000).fit(
@@ -176,12 +181,13 @@ def quadratic_start(X, labels, weights=None):
     return linear / scale, intercept.astype(np.float64), quadratic / scale**2
 
 
-def start_maps(name, X, labels, weights=None):
+def start_maps(name, X, labels, weights=None, n_observations=None):
     """``coef_``, ``intercept_`` and ``Q`` (``None`` for the linear starts) of
-    the start ``name`` fitted on ``(X, labels)``."""
+    the start ``name`` fitted on ``(X, labels)`` (``weights`` and
+    ``n_observations`` as in :func:`linear_skip`)."""
     if name == "quadratic":
-        return quadratic_start(X, labels, weights)
-    return (*linear_skip(name, X, labels, weights), None)
+        return quadratic_start(X, labels, weights, n_observations)
+    return (*linear_skip(name, X, labels, weights, n_observations), None)
 
 
 def linear_scores(coef: np.ndarray, intercept: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -261,6 +267,7 @@ def cross_validated_scores(
     width = 1 if n_classes == 2 else n_classes
     scores = {name: np.zeros((len(X), width)) for name in names}
     token_weights = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
+    observed = counts
     counts = np.ones(len(X), dtype=np.int64) if counts is None else np.asarray(counts)
     token_of_row = np.repeat(np.arange(len(X)), counts)
     row_labels = labels[token_of_row]
@@ -277,9 +284,15 @@ def cross_validated_scores(
         # the rows of a token weigh alike: its score is its rows' mean (exactly
         # the fold's score where they all fall in it)
         share = in_test / counts[test]
+        # where repeated rows are observations the penalised starts weigh the
+        # fold's rows, in units of the smallest token's (data given twice fits
+        # as given once)
+        n_observations = None if observed is None else kept.sum() / observed.min()
         for name in names:
             try:
-                coef, intercept, quadratic = start_maps(name, X[train], labels[train], fold_weights)
+                coef, intercept, quadratic = start_maps(
+                    name, X[train], labels[train], fold_weights, n_observations
+                )
             except ValueError:
                 coef, intercept = prior_score(labels[train], n_classes, fold_weights, X.shape[1])
                 quadratic = None

@@ -163,6 +163,21 @@ def equal_weights(weights) -> bool:
     return weights is None or bool(np.all(weights == weights[0]))
 
 
+def penalty_weights(weights, n_rows: int, n_observations=None) -> np.ndarray | None:
+    """``sample_weight`` for a penalised fit of ``n_rows`` tokens of ``weights``
+    (``None``: equal): scaled to sum to ``n_observations`` (``None``: one per
+    token), so that the penalty weighs against as many observations as the
+    tokens stand for (24 distinct points of 1,760 rows: 1,760, where scaled
+    to one per token the penalty was 73 times too strong). ``None`` where
+    the scaled weights are all 1.
+    """
+    total = n_rows if n_observations is None else n_observations
+    if weights is None:
+        weights = np.ones(n_rows)
+    scaled = np.asarray(weights, dtype=np.float64) * (total / np.sum(weights))
+    return None if np.all(scaled == 1.0) else scaled
+
+
 def check_class_counts(labels, classes, minimum: int) -> None:
     """A ``ValueError`` unless every class has at least ``minimum`` samples
     (kernel heads: distinct points of positive weight, at least 1; bilinear
