@@ -93,8 +93,9 @@ class SoftmaxAttentionClassifier(
           cross-validated log-loss among LDA, shrinkage LDA, logistic
           regression and logistic regression on the features and their
           products (``"quadratic"``, up to 43 features), LDA unless another
-          beats it by one standard error without losing more than one of
-          accuracy (``linear_start_``); the heads are kept only if their
+          beats it by one standard error, among the starts whose accuracy is
+          within one standard error of the most accurate's (LDA: two)
+          (``linear_start_``); the heads are kept only if their
           held-out log-loss beats it by two standard errors. With bilinear
           heads, ``"lda"`` (``"zero"`` with ``residual=False``).
         - ``"zero"``: ``U11 = 0``, ``u12 = 0``, ``v22 = 0``, a Gaussian

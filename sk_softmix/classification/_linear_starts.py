@@ -67,6 +67,11 @@ N_STANDARD_ERRORS = 1.0
 # in one split and lost in another). Where LDA is poor the gain is large:
 # 47% on breast cancer, 60% on digits, 99% on 625-pixel faces.
 MIN_RELATIVE_GAIN = 0.05
+# Standard errors by which LDA must be less accurate than the most accurate
+# start to be out of the choice (another start: N_STANDARD_ERRORS). The most
+# accurate of five is the best of five draws: on data of the LDA model one
+# standard error put LDA out (shrinkage LDA kept, 300 points); two keep it.
+LDA_ACCURACY_STANDARD_ERRORS = 2.0
 
 
 def linear_skip(
@@ -219,14 +224,16 @@ def score_errors(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (predicted != labels).astype(np.float64)
 
 
-def less_accurate(errors, reference_errors, weights=None, n_effective=None) -> bool:
+def less_accurate(
+    errors, reference_errors, weights=None, n_effective=None, n_standard_errors=N_STANDARD_ERRORS
+) -> bool:
     """Whether ``errors`` (0/1 per sample) exceed ``reference_errors`` on the same
     samples by more than ``N_STANDARD_ERRORS`` standard errors of the paired
     difference: a lower log-loss must not be bought with accuracy."""
     return significantly_lower(
         torch.as_tensor(reference_errors),
         torch.as_tensor(errors),
-        N_STANDARD_ERRORS,
+        n_standard_errors,
         None if weights is None else torch.as_tensor(weights),
         n_effective,
     )
@@ -328,27 +335,35 @@ def choose_start(scores: dict, labels, weights=None, n_effective=None, names=Non
     names = list(scores) if names is None else list(names)
     losses = {name: score_losses(scores[name], labels) for name in names}
     finite = [name for name in names if np.all(np.isfinite(losses[name]))]
-    others = [name for name in finite if name != "lda"]
+    if not finite:
+        return "lda"
+    errors = {name: score_errors(scores[name], labels) for name in finite}
+    # no start may give up accuracy for log-loss: those less accurate than the
+    # most accurate one by a standard error are out (bupa: LDA 0.696, the
+    # quadratic start 0.716 with the same log-loss)
+    most_accurate = min(finite, key=lambda name: np.average(errors[name], weights=weights))
+    eligible = [
+        name
+        for name in finite
+        if not less_accurate(
+            errors[name], errors[most_accurate], weights, n_effective,
+            LDA_ACCURACY_STANDARD_ERRORS if name == "lda" else N_STANDARD_ERRORS,
+        )
+    ]  # fmt: skip
+    mean_loss = {name: np.average(losses[name], weights=weights) for name in eligible}
+    others = [name for name in eligible if name != "lda"]
     if not others:
         return "lda"
-    challenger = min(others, key=lambda name: np.average(losses[name], weights=weights))
+    challenger = min(others, key=mean_loss.get)
+    if "lda" not in eligible:
+        return challenger
     lda, other = losses["lda"], losses[challenger]
-    if "lda" not in finite or (
-        np.average(other, weights=weights)
-        < (1 - MIN_RELATIVE_GAIN) * np.average(lda, weights=weights)
-        and significantly_lower(
-            torch.as_tensor(other),
-            torch.as_tensor(lda),
-            N_STANDARD_ERRORS,
-            None if weights is None else torch.as_tensor(weights),
-            n_effective,
-        )
-        and not less_accurate(
-            score_errors(scores[challenger], labels),
-            score_errors(scores["lda"], labels),
-            weights,
-            n_effective,
-        )
+    if mean_loss[challenger] < (1 - MIN_RELATIVE_GAIN) * mean_loss["lda"] and significantly_lower(
+        torch.as_tensor(other),
+        torch.as_tensor(lda),
+        N_STANDARD_ERRORS,
+        None if weights is None else torch.as_tensor(weights),
+        n_effective,
     ):
         return challenger
     return "lda"
@@ -364,9 +379,10 @@ def describe_start_choice(scores: dict, labels, weights, chosen: str) -> str:
     )
     return (
         f"[SoftmaxAttentionClassifier] linear starts, out-of-fold log-loss / accuracy: "
-        f"{summaries} -> {chosen!r} kept (another start replaces LDA where its log-loss is "
-        f"lower by {N_STANDARD_ERRORS:g} standard error and {MIN_RELATIVE_GAIN:.0%}, and its "
-        "accuracy not lower by more than one)"
+        f"{summaries} -> {chosen!r} kept (a start less accurate than the most accurate by "
+        f"{N_STANDARD_ERRORS:g} standard error is out; another start replaces LDA where its "
+        f"log-loss is lower by {N_STANDARD_ERRORS:g} standard error and {MIN_RELATIVE_GAIN:.0%},"
+        " or where LDA is out)"
     )
 
 
@@ -391,10 +407,12 @@ def best_linear_start(
     n_effective: float | None = None,
 ) -> tuple[str, np.ndarray, np.ndarray]:
     """The linear start: LDA unless another start's cross-validated log-loss
-    is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``
-    and its accuracy is not lower by more than ``N_STANDARD_ERRORS``
-    (:func:`less_accurate`: on a survey data set a start chosen for its
-    log-loss scored 0.908 where LDA scored 0.916).
+    is lower by ``N_STANDARD_ERRORS`` standard errors and ``MIN_RELATIVE_GAIN``,
+    among the starts whose accuracy is not lower than the most accurate
+    start's by more than ``N_STANDARD_ERRORS`` (LDA:
+    ``LDA_ACCURACY_STANDARD_ERRORS``; :func:`less_accurate`: on a survey
+    data set a start chosen for its log-loss scored 0.908 where LDA scored
+    0.916); where LDA is not among them, the one of lowest log-loss.
 
     The one-standard-error rule keeps the paper's linear special case where
     the data cannot tell the starts apart: on wine (178 samples), picking the

@@ -518,5 +518,6 @@ def test_verbose_says_which_start_was_kept_and_by_what_rule(capsys):
     starts = next(line for line in lines if "linear starts" in line)
     for name in ("lda", "shrinkage_lda", "logistic", "quadratic"):
         assert f"{name} " in starts
-    assert "kept (another start replaces LDA where its log-loss is lower" in starts
+    assert "kept (a start less accurate than the most accurate" in starts
+    assert "another start replaces LDA where its log-loss is lower" in starts
     assert any("heads must be lower in log-loss" in line for line in lines)
