@@ -20,6 +20,7 @@ log-loss being minimised is a held-out one, which keeps the vote
 calibrated and the comparison with the linear start fair.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -51,8 +52,11 @@ READOUTS = np.concatenate([[0.0], 2.0 ** np.arange(-2.0, 6.01, 0.5)])
 # Training queries on which bandwidths and read-outs are chosen (a random
 # subset above it): the votes cost O(queries x prompt x features) each.
 MAX_TUNING_QUERIES = 2000
-# Query-token distances held at once by the exact votes (float32: 64 MiB).
+# Query-token distances held at once by the exact votes (float32: 64 MiB),
+# and the most squarings of one exponential's weights in a row (each doubles
+# the float32 rounding of the kernel's exponent: 64 x 6e-8 at most).
 EXACT_BLOCK_ENTRIES = 2**24
+MAX_SQUARINGS = 6
 
 # How much better (standard errors of the per-sample difference of held-out
 # log-loss) the heads must be to replace the linear start, as for the
@@ -320,10 +324,18 @@ def grid_votes(queries, tokens, blocks, bandwidths, exclude=None, token_bias=Non
     weight (``None``: equal). The same votes as :func:`kernel_votes` at each
     bandwidth; the kernels of a grid differ only by the scale of the squared
     distances, so those are computed once per block of queries (on digits'
-    tuning, a third of the time of one attention pass per bandwidth).
+    tuning, a third of the time of one attention pass per bandwidth), and
+    the kernel at a bandwidth ``sqrt(2)`` times narrower is the square of
+    the wider one's: the grid's half-octaves take an exponential only every
+    ``MAX_SQUARINGS + 1`` bandwidths.
     """
     m, n_tokens = len(queries), len(tokens)
     votes = [queries.new_empty((m, blocks.shape[1])) for _ in bandwidths]
+    widest_first = np.argsort(-np.asarray(bandwidths, dtype=np.float64), kind="stable")
+    # the tokens' relative weights, at most 1, and a column of ones that sums
+    # each query's weights in the same product as its vote
+    relative = None if token_bias is None else (token_bias - token_bias.max()).exp()
+    with_totals = torch.cat([blocks, blocks.new_ones((n_tokens, 1))], dim=1)
     step = max(1, EXACT_BLOCK_ENTRIES // max(n_tokens, 1))
     for start in range(0, m, step):
         stop = min(start + step, m)
@@ -332,11 +344,26 @@ def grid_votes(queries, tokens, blocks, bandwidths, exclude=None, token_bias=Non
             own = exclude[start:stop]
             mine = own >= 0
             squared[torch.arange(stop - start, device=own.device)[mine], own[mine]] = torch.inf
-        for vote, h in zip(votes, bandwidths, strict=True):
-            logits = squared * (-0.5 / float(h) ** 2)
-            if token_bias is not None:
-                logits += token_bias
-            vote[start:stop] = torch.softmax(logits, dim=1) @ blocks
+        # the nearest token at 0: every kernel weight at most 1, the nearest's
+        # 1 (the softmax's shift by its largest score, for equal weights)
+        nearest = squared.min(dim=1, keepdim=True).values
+        squared -= torch.where(torch.isfinite(nearest), nearest, 0.0)
+        kernel = torch.empty_like(squared)
+        weighted = None if relative is None else torch.empty_like(squared)
+        wider, squarings = None, MAX_SQUARINGS
+        for index in widest_first:
+            h = float(bandwidths[index])
+            if squarings < MAX_SQUARINGS and math.isclose(wider**2, 2.0 * h**2, rel_tol=1e-9):
+                kernel.square_()
+                squarings += 1
+            else:
+                torch.mul(squared, -0.5 / h**2, out=kernel).exp_()
+                squarings = 0
+            wider = h
+            sums = (kernel if relative is None else torch.mul(kernel, relative, out=weighted)) @ (
+                with_totals
+            )
+            votes[index][start:stop] = sums[:, :-1] / sums[:, -1:]
     return votes
 
 

@@ -80,6 +80,31 @@ def test_grid_votes_are_the_kernel_votes_at_each_bandwidth(monkeypatch):
         np.testing.assert_allclose(vote.numpy(), one.numpy(), atol=1e-10)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_grid_votes_on_half_octaves_are_the_kernel_votes(weighted):
+    # on a grid of half-octaves each kernel is the square of the next wider
+    # one's (six in a row, then an exponential), in any order given, the
+    # tokens' weights multiplied in; in float64 only a wrong power shows, in
+    # float32 the rounding of six squarings and the distances stays below 1e-4
+    rng = np.random.default_rng(3)
+    prompt_X, queries = rng.normal(size=(50, 4)), rng.normal(size=(9, 4))
+    labels = rng.integers(2, size=50)
+    exclude = torch.tensor([3, -1, 0, 49, -1, 7, 12, 30, -1])
+    bias = torch.tensor(np.log(rng.uniform(0.2, 3.0, size=50))) if weighted else None
+    prompt = classifier_tokens(torch.tensor(prompt_X), torch.tensor(labels), 2)
+    blocks = torch.tensor(2.0 * labels[:, None] - 1)
+    bandwidths = 0.6 * 2.0 ** np.arange(-3.0, 3.01, 0.5)
+    bandwidths = np.r_[bandwidths[::2], bandwidths[1::2]]  # not sorted
+    for dtype, tolerance in ((torch.float64, 1e-12), (torch.float32, 1e-4)):
+        grid = grid_votes(
+            torch.tensor(queries, dtype=dtype), torch.tensor(prompt_X, dtype=dtype),
+            blocks.to(dtype), bandwidths, exclude, None if bias is None else bias.to(dtype),
+        )  # fmt: skip
+        for vote, h in zip(grid, bandwidths, strict=True):
+            one = kernel_votes(torch.tensor(queries), prompt, 2, h, exclude, token_bias=bias)
+            np.testing.assert_allclose(vote.double().numpy(), one.numpy(), atol=tolerance)
+
+
 def test_binary_vote_is_the_mean_label_in_plus_minus_one():
     rng = np.random.default_rng(1)
     prompt_X, labels = rng.normal(size=(20, 2)), rng.integers(2, size=20)
