@@ -21,6 +21,7 @@ from sk_softmix.classification._linear_starts import (
     best_linear_start,
     candidate_starts,
     linear_scores,
+    quadratic_rows,
     quadratic_scores,
     quadratic_tried,
     start_maps,
@@ -84,8 +85,12 @@ def test_the_lda_model_keeps_lda():
 def test_the_quadratic_start_is_not_tried_with_too_many_products():
     # 44 features: 44 + 990 columns, over the 1,000 allowed
     assert quadratic_tried(100, 43) and not quadratic_tried(100, 44)
-    # nor where rows times columns exceed the budget (8 features: 44 columns)
+    # nor where rows times columns exceed the budget (8 features: 44 columns),
+    # times the scores' width beyond two classes (its cost per iteration)
     assert quadratic_tried(90_000, 8) and not quadratic_tried(100_000, 8)
+    assert quadratic_tried(90_000, 8, 2) and not quadratic_tried(90_000, 8, 3)
+    assert quadratic_tried(30_000, 8, 3) and not quadratic_tried(5_000, 36, 6)
+    assert quadratic_rows(8, 3) == 4_000_000 // (44 * 3)
     assert "quadratic" not in candidate_starts(100, 44)
     assert "quadratic" in candidate_starts(100, 3)
     rng = np.random.default_rng(2)
