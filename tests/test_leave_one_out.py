@@ -158,8 +158,16 @@ def test_kernel_heads_vote_without_the_query_own_label(monkeypatch):
     with it, the smallest bandwidth would read the query's own label."""
     X, _ = _data()
     y = (X[:, 0] > 0).astype(int)
-    excluded = _watch_classifier_scores(monkeypatch, kernel_head, X.shape[1])
+    excluded, grid_sizes = [], []
+
+    def check(queries, tokens, blocks, bandwidths, exclude=None, token_bias=None):
+        # one pass of distances per grid search, every bandwidth from it
+        excluded.append(_check_own_token_excluded(queries, tokens, exclude))
+        grid_sizes.append(len(bandwidths))
+
+    _watch(monkeypatch, kernel_head, "grid_votes", check)
     SoftmaxAttentionClassifier(head="kernel", prompt_size=150, random_state=0).fit(X, y)
-    # every vote of every grid search (the isotropic heads' thirteen
-    # bandwidths, the learned metric's judging and final ones) leaves it out
-    assert len(excluded) >= len(kernel_head.BANDWIDTH_FACTORS) and min(excluded) > 0
+    # every grid search (the isotropic heads' thirteen bandwidths, the
+    # learned metric's judging ones) leaves each query's own token out
+    assert len(kernel_head.BANDWIDTH_FACTORS) in grid_sizes
+    assert len(excluded) >= 3 and min(excluded) > 0
