@@ -91,8 +91,10 @@ class SoftmaxAttentionClassifier(
           LDA's. Needs ``residual=True``.
         - ``"auto"``: with kernel heads, the linear start of lowest 5-fold
           cross-validated log-loss among LDA, shrinkage LDA, logistic
-          regression and logistic regression on the features and their
-          products (``"quadratic"``, up to 43 features), LDA unless another
+          regression, logistic regression on the features and their
+          products (``"quadratic"``, up to 43 features) and QDA with
+          Ledoit-Wolf covariances (``"qda"``, up to 43 features; the two
+          quadratic ones compete as one, by log-loss), LDA unless another
           beats it by one standard error, among the starts whose accuracy is
           within one standard error of the most accurate's (LDA: two)
           (``linear_start_``); the heads are kept only if their
@@ -280,10 +282,11 @@ class SoftmaxAttentionClassifier(
         won the validation or training never ran, else the paper's start.
     linear_start_ : str or None
         The start in the skip map: the linear classifiers ``"lda"``,
-        ``"shrinkage_lda"`` or ``"logistic"``, or ``"quadratic"`` (always
-        ``"lda"`` for bilinear heads); ``None`` with ``residual=False``.
+        ``"shrinkage_lda"`` or ``"logistic"``, or the quadratic ones
+        ``"quadratic"`` and ``"qda"`` (always ``"lda"`` for bilinear heads);
+        ``None`` with ``residual=False``.
     quadratic_ : ndarray of shape (1 or n_classes, n_features, n_features) or None
-        The quadratic start's ``Q`` (symmetric, one per score as ``skip_``):
+        The quadratic starts' ``Q`` (symmetric, one per score as ``skip_``):
         the decision function gains ``x^T Q x`` in the model's coordinates;
         ``None`` for every other start.
     history_ : dict of ndarray

@@ -3,8 +3,9 @@
 A plain function of the tokens and the classifier's settings (user guide,
 "Kernel heads: selective on real data"):
 
-1. the start: LDA, shrinkage LDA, logistic regression and the quadratic
-   start compared by 5-fold cross-validated log-loss (``_linear_starts``);
+1. the start: LDA, shrinkage LDA, logistic regression, the quadratic
+   start and QDA compared by 5-fold cross-validated log-loss
+   (``_linear_starts``);
 2. each head's bandwidth and read-out on a grid, by the leave-one-out
    log-loss of the out-of-fold start plus the vote (``_kernel_head``);
 3. a learned diagonal metric where it beats the isotropic one on held-out
@@ -27,6 +28,7 @@ import numpy as np
 from ..training._validation import choose_prompt
 from ._kernel_head import N_STANDARD_ERRORS, fit_kernel_heads, heads_beat_linear, kernel_heads
 from ._linear_starts import (
+    QUADRATIC_STARTS,
     best_starts,
     cross_validated_scores,
     describe_start_choice,
@@ -174,7 +176,7 @@ def fit_kernel_classifier(
         # Against the quadratic start a lower held-out log-loss suffices:
         # neither is the simpler model (XOR in 300 points: the heads 0.933,
         # the quadratic start 0.904, their losses within two SE)
-        base = alternative if linear == "quadratic" else linear
+        base = alternative if linear in QUADRATIC_STARTS else linear
 
         def on_every_row(name):
             """A start's out-of-fold scores on every row (NaN off the selection)."""
@@ -225,8 +227,8 @@ def fit_kernel_classifier(
             fitted.kernel_errors, fitted.linear_errors,
         )  # fmt: skip
         linear_errors = fitted.linear_errors
-        if linear == "quadratic":
-            alone = on_every_row("quadratic")[fitted.tuning_rows]
+        if linear in QUADRATIC_STARTS:
+            alone = on_every_row(linear)[fitted.tuning_rows]
             tuning_labels = labels[fitted.tuning_rows]
             # at its own best temperature, as the linear start's
             linear_losses = calibrated_losses(alone, tuning_labels, tuning_weights)
@@ -277,13 +279,14 @@ def fit_kernel_classifier(
             linear, X[fitting], labels[fitting], None if weights is None else weights[fitting],
             None if counts is None else counts[fitting].sum() / counts.min(),
         )  # fmt: skip
-        quadratic = temperature * quadratic
     else:
         # where repeated rows are observations, the penalty weighs against
         # the rows they stand for, in units of the smallest token's
         n_observations = None if counts is None else counts.sum() / counts.min()
         skip, intercept, quadratic = start_maps(linear, X, labels, weights, n_observations)
     skip, intercept = temperature * skip, temperature * intercept
+    if quadratic is not None:
+        quadratic = temperature * quadratic
     heads.update(skip=skip, intercept=intercept)
     return KernelClassifierFit(
         parameters=heads,

@@ -1,4 +1,4 @@
-"""LDA and shrinkage LDA from weighted samples.
+"""LDA, shrinkage LDA and shrinkage QDA from weighted samples.
 
 scikit-learn's ``LinearDiscriminantAnalysis.fit`` takes no ``sample_weight``.
 With token weights ``w_i`` (the classifier's merged repeated rows, its
@@ -6,7 +6,8 @@ With token weights ``w_i`` (the classifier's merged repeated rows, its
 fitted on the weighted empirical distribution: class priors ``pi_c``, class
 means ``mu_c`` and the pooled within-class covariance ``Sigma`` are weighted
 averages, and the scores are LDA's, ``x^T Sigma^+ mu_c - 1/2 mu_c^T
-Sigma^+ mu_c + log pi_c``.
+Sigma^+ mu_c + log pi_c``. QDA keeps each class's own covariance, shrunk by
+the Ledoit-Wolf formula as shrinkage LDA's are before pooling.
 
 The weights count relative to each other only: the number of samples that
 the Ledoit-Wolf shrinkage divides by is Kish's
@@ -26,6 +27,9 @@ RANK_TOLERANCE = 1e-4
 # stands in for the within-class one: two classes one total standard deviation
 # apart then get logits of about +-50.
 NO_SPREAD_FRACTION = 1e-2
+# QDA: the fraction of each feature's total variance added to every class's
+# covariance, which keeps a class of no spread along a direction invertible.
+QDA_RIDGE = 1e-6
 
 
 def effective_sample_size(weights: np.ndarray) -> float:
@@ -93,6 +97,48 @@ def weighted_lda(X, labels, weights, n_classes, shrinkage=False):
     if n_classes == 2:
         return (coef[1] - coef[0])[None], np.array([intercept[1] - intercept[0]])
     return coef, intercept
+
+
+def weighted_qda(X, labels, weights, n_classes):
+    """``coef_``, ``intercept_`` and ``Q`` of Gaussian classes with their own
+    Ledoit-Wolf covariances, each class's log-density plus its log-prior.
+
+    Class ``c``'s score is ``log pi_c + log N(x; mu_c, Sigma_c)`` up to a
+    constant shared by the classes: ``x^T Q_c x + b_c^T x + a_c`` with
+    ``Q_c = -Sigma_c^{-1} / 2``, ``b_c = Sigma_c^{-1} mu_c`` and
+    ``a_c = -mu_c^T Sigma_c^{-1} mu_c / 2 - log|Sigma_c| / 2 + log pi_c``; for
+    two classes the difference of class 1's and class 0's. ``Sigma_c`` is the
+    class's shrunk covariance (as shrinkage LDA's before pooling) plus
+    ``QDA_RIDGE`` times the total variance of each feature, so that a class
+    with no spread along a direction (one point; a one-hot level it never
+    takes) stays confident but finite.
+
+    Returns ``coef`` (1 or C, d), ``intercept`` (1 or C,) and ``Q``
+    (1 or C, d, d), symmetric, in the classifier's shapes.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    priors, means, centred = weighted_class_statistics(X, labels, weights, n_classes)
+    p = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    total_variance = p @ np.square(X - priors @ means)  # (d,)
+    floor = np.where(total_variance > 0, total_variance, 1.0) * QDA_RIDGE
+    quadratic, coef, intercept = [], [], []
+    for c in range(n_classes):
+        members = labels == c
+        covariance = _ledoit_wolf(centred[members], p[members]) + np.diag(floor)
+        precision = np.linalg.inv(covariance)
+        precision = (precision + precision.T) / 2
+        _, log_determinant = np.linalg.slogdet(covariance)
+        quadratic.append(-0.5 * precision)
+        coef.append(precision @ means[c])
+        intercept.append(-0.5 * means[c] @ coef[-1] - 0.5 * log_determinant + np.log(priors[c]))
+    quadratic, coef, intercept = np.array(quadratic), np.array(coef), np.array(intercept)
+    if n_classes == 2:
+        return (
+            (coef[1] - coef[0])[None],
+            np.array([intercept[1] - intercept[0]]),
+            (quadratic[1] - quadratic[0])[None],
+        )
+    return coef, intercept, quadratic
 
 
 def _standardised_pseudo_solve(covariance, right):

@@ -149,9 +149,10 @@ def test_default_reaches_bayes_on_separated_clusters(centres, labels):
     X, y, _ = _cluster_mixture(1500, centres, labels, random_state=3)
     X_test, y_test, log_posterior = _cluster_mixture(3000, centres, labels, random_state=4)
     clf = SoftmaxAttentionClassifier(random_state=0).fit(X, y)
-    # a model that selects: kernel heads, or the quadratic start (XOR's Bayes
-    # boundary is x1 x2 = 0, which it draws exactly)
-    assert clf.init_ == "kernel" or clf.linear_start_ == "quadratic"
+    # a model that selects: kernel heads, or a quadratic start (XOR's Bayes
+    # boundary is x1 x2 = 0, which either draws exactly: QDA's classes are
+    # each stretched along one diagonal)
+    assert clf.init_ == "kernel" or clf.linear_start_ in ("quadratic", "qda")
     bayes_accuracy = np.mean(log_posterior.argmax(axis=1) == y_test)
     accuracy = clf.score(X_test, y_test)
     # 3 binomial standard errors of the test accuracy, plus 1 point for a
@@ -244,6 +245,29 @@ def test_no_start_gives_up_accuracy_for_log_loss():
     assert choose_start(scores, labels) == "quadratic"
     # without the more accurate start, the one of lower log-loss replaces LDA
     assert choose_start(scores, labels, names=["lda", "logistic"]) == "logistic"
+
+
+def test_the_quadratic_starts_compete_as_one_by_log_loss():
+    # 400 points: "qda" right on 95% but overconfident where wrong (the
+    # Gaussian fit's tails), "quadratic" right on 90% with mild scores, the
+    # linear starts at chance. By accuracy alone QDA puts every other start
+    # out; as one candidate with the quadratic start, the lower log-loss wins
+    from sk_softmix.classification._linear_starts import choose_start
+
+    labels = np.tile([0, 1], 200)
+    sign = 2.0 * labels - 1
+    index = np.arange(400)
+    scores = {
+        "lda": np.where(index % 2 == 0, 0.1, -0.1) * sign,
+        "quadratic": np.where(index % 10 < 1, -1.0, 2.0) * sign,
+        "qda": np.where(index % 20 < 1, -40.0, 4.0) * sign,
+    }
+    scores = {name: score[:, None] for name, score in scores.items()}
+    losses = {name: score_losses(score, labels).mean() for name, score in scores.items()}
+    assert losses["quadratic"] < losses["qda"] and losses["quadratic"] < losses["lda"]
+    assert choose_start(scores, labels) == "quadratic"
+    # without the quadratic start, QDA is the most accurate and stays
+    assert choose_start(scores, labels, names=["lda", "qda"]) == "qda"
 
 
 REFERENCES = {
