@@ -23,7 +23,6 @@ half of the tuning queries and both kernels are compared on the other.
 from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize
 import torch
 
 from ..attention._device import as_tensor
@@ -37,7 +36,6 @@ METRICS = ("auto", "isotropic", "diagonal", "full")
 # (their pairwise scores, 8 x MAX_METRIC_TOKENS^2 bytes, are its memory and
 # its cost per iteration).
 MAX_METRIC_ITERATIONS = 30
-MAX_METRIC_EVALUATIONS = 38  # of the loss, line searches included
 MAX_METRIC_TOKENS = 500
 # Bandwidths (in the learned features, where the fit's is 1) at which the
 # metric's heads are judged: half-octaves about 1, since the judging queries
@@ -198,35 +196,29 @@ def learn_metric(
         log_weights = query_weights.log()
     if start is None:
         start = metric_start(np.asarray(X, dtype=np.float64), bandwidth, kind, rank)
-    start = np.array(start, dtype=np.float64)
+    # a copy: L-BFGS updates its parameters in place
+    parameters = torch.tensor(np.array(start, dtype=np.float64), dtype=dtype, device=device)
+    parameters.requires_grad_(True)
     start_readout = readout if readout > 0 else 1.0
-    shape = start.shape
-
-    def loss_and_gradient(flat):
-        # the parameters and log read-out as one vector, as scipy's L-BFGS-B
-        # takes them; torch.optim.LBFGS would import torch._dynamo on its
-        # first use, 2 s of a process's first fit
-        parameters = as_tensor(flat[:-1].reshape(shape), device, dtype)
-        log_readout = torch.tensor(flat[-1], dtype=dtype, device=device)
-        loss, parameter_gradient, readout_gradient = metric_loss_and_gradient(
-            parameters, log_readout, features, blocks, targets, linear, log_weights,
-            query_weights,
-        )  # fmt: skip
-        gradient = np.append(parameter_gradient.cpu().numpy().ravel(), float(readout_gradient))
-        return float(loss), gradient
-
-    result = scipy.optimize.minimize(
-        loss_and_gradient,
-        np.append(start.ravel(), np.log(start_readout)),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": MAX_METRIC_ITERATIONS, "maxfun": MAX_METRIC_EVALUATIONS},
+    log_readout = torch.tensor(np.log(start_readout), dtype=dtype, device=device)
+    log_readout.requires_grad_(True)
+    optimiser = torch.optim.LBFGS(
+        [parameters, log_readout], max_iter=MAX_METRIC_ITERATIONS, line_search_fn="strong_wolfe"
     )
-    fitted, fitted_readout = result.x[:-1].reshape(shape), float(np.exp(result.x[-1]))
-    finite = np.isfinite(result.fun) and np.isfinite(fitted_readout)
-    if not (finite and np.all(np.isfinite(fitted))):
+
+    def closure():
+        loss, parameters.grad, log_readout.grad = metric_loss_and_gradient(
+            parameters.detach(), log_readout.detach(), features, blocks, targets, linear,
+            log_weights, query_weights,
+        )  # fmt: skip
+        return loss
+
+    optimiser.step(closure)
+    fitted = parameters.detach().cpu().numpy().copy()
+    fitted_readout = float(log_readout.detach().exp())
+    if not (np.all(np.isfinite(fitted)) and np.isfinite(fitted_readout)):
         # a step that overflowed: the start, which the isotropic heads had
-        fitted, fitted_readout = start, start_readout
+        fitted, fitted_readout = np.array(start, dtype=np.float64), start_readout
     return np.asarray(metric_matrix(fitted)), fitted, fitted_readout
 
 
