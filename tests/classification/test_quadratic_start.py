@@ -165,6 +165,10 @@ def test_the_quadratic_start_is_not_tried_with_too_many_products():
     assert quadratic_tried(90_000, 8, 2) and not quadratic_tried(90_000, 8, 3)
     assert quadratic_tried(30_000, 8, 3) and not quadratic_tried(5_000, 36, 6)
     assert quadratic_rows(8, 3) == 4_000_000 // (44 * 3)
+    # QDA wants as many points in the smallest class as a covariance has entries
+    assert "qda" in candidate_starts(1000, 13, 3, smallest_class=91)
+    assert "qda" not in candidate_starts(1000, 13, 3, smallest_class=90)
+    assert "qda" not in candidate_starts(1000, 44, 3, smallest_class=10_000)
     assert "quadratic" not in candidate_starts(100, 44)
     assert "quadratic" in candidate_starts(100, 3)
     rng = np.random.default_rng(2)
