@@ -357,8 +357,8 @@ def candidate_starts(
     least as many distinct points (``smallest_class``; ``None``: no bound)
     as a covariance has free entries, d(d+1)/2. With fewer its Gaussian
     tails are guessed: on wine (13 features, 91 entries, about 38 points in
-    the smallest class) it won one fold of five on out-of-fold log-loss and
-    gave 8.9 times LDA's log-loss on that fold's test points."""
+    the smallest class) it won two folds of five on out-of-fold log-loss,
+    and on one of them had test log-loss 0.070 against LDA's 0.009."""
     enough = smallest_class is None or smallest_class >= n_features * (n_features + 1) // 2
     tried = {
         "quadratic": quadratic_tried(n_samples, n_features, n_classes),
