@@ -28,11 +28,12 @@ import numpy as np
 from ..training._validation import choose_prompt
 from ._kernel_head import N_STANDARD_ERRORS, fit_kernel_heads, heads_beat_linear, kernel_heads
 from ._linear_starts import (
+    MAX_QUADRATIC_ENTRIES,
     QUADRATIC_STARTS,
     best_starts,
     cross_validated_scores,
     describe_start_choice,
-    quadratic_rows,
+    quadratic_columns,
     score_errors,
     start_maps,
 )
@@ -271,9 +272,12 @@ def fit_kernel_classifier(
             )  # fmt: skip
         left_out = fitted.left_out if kept else 0.0
     if linear == "quadratic":
-        # on as many rows as its budget allows (judged on the selection,
-        # which fits in it): at 300,000 rows of 3 classes in 8-D, 30,000
-        fitting = selection_rows(labels, quadratic_rows(X.shape[1], n_classes), random_state)
+        # on as many rows as its columns' budget allows, the classes not
+        # counted: one fit, where the comparison made five (at 300,000 rows in
+        # 8-D, 90,000; counting three classes, 30,000 gave 0.9580 accuracy
+        # against 0.9587)
+        budget = MAX_QUADRATIC_ENTRIES // quadratic_columns(X.shape[1])
+        fitting = selection_rows(labels, budget, random_state)
         fitting = slice(None) if fitting is None else fitting
         skip, intercept, quadratic = start_maps(
             linear, X[fitting], labels[fitting], None if weights is None else weights[fitting],
