@@ -22,7 +22,7 @@ from ..theory.lda import (
     lda_construction,
     precision,
 )
-from ..training._units import rms_scale
+from ..training._units import power_of_two_scale, rms_scale
 
 # How each parameter scales when the features are divided by their RMS
 # ``scale``: scores x_i^T U11^T x scale as scale^2, y_i u12^T x and the read-out
@@ -216,7 +216,7 @@ def lda_skip(X, labels):
     # scale is a power of two, so that dividing by it rounds nothing: a
     # constant column stays exactly constant, which is how LDA's SVD solver
     # recognises it (a rounding-level spread made it divide by 1e-16).
-    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    scale = power_of_two_scale(X)
     lda = LinearDiscriminantAnalysis().fit(np.asarray(X, dtype=np.float64) / scale, labels)
     return lda.coef_ / scale, lda.intercept_.astype(np.float64)
 

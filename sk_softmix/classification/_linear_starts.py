@@ -45,7 +45,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
 from ..training._stopping import significantly_lower
-from ..training._units import rms_scale
+from ..training._units import power_of_two_scale
 from ._heads import classification_losses, lda_skip
 from ._tokens import equal_weights, penalty_weights
 from ._weighted_linear import weighted_lda, weighted_qda
@@ -108,7 +108,7 @@ def linear_skip(
     n_classes = int(labels.max()) + 1
     # fitted at unit root-mean-square and mapped back, as lda_skip does: the
     # power of two rounds nothing, and float32 data near 1e20 stays finite
-    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    scale = power_of_two_scale(X)
     unweighted = equal_weights(weights)
     if name == "lda" and unweighted:
         try:
@@ -143,8 +143,9 @@ def quadratic_columns(n_features: int) -> int:
 
 
 def quadratic_rows(n_features: int, n_classes: int) -> int:
-    """The most rows the quadratic start is fitted on for data of this shape:
-    ``MAX_QUADRATIC_ENTRIES`` over its columns times its scores' width."""
+    """The most rows on which the quadratic start is compared, in five folds, for
+    data of this shape: ``MAX_QUADRATIC_ENTRIES`` over its columns times its
+    scores' width (its one final fit leaves the width out)."""
     width = 1 if n_classes == 2 else n_classes
     return MAX_QUADRATIC_ENTRIES // (quadratic_columns(n_features) * width)
 
@@ -176,7 +177,7 @@ def quadratic_start(X, labels, weights=None, n_observations=None):
     columns' spreads are weighted means, so that integer weights give the
     repeated rows' start.
     """
-    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    scale = power_of_two_scale(X)
     X = np.asarray(X, dtype=np.float64) / scale
     unweighted = equal_weights(weights)
     row_weights = np.ones(len(X)) if unweighted else np.asarray(weights, dtype=np.float64)
@@ -222,7 +223,7 @@ def qda_start(X, labels, weights=None):
     """The ``"qda"`` start's ``coef_``, ``intercept_`` and ``Q``
     (:func:`~._weighted_linear.weighted_qda`), fitted at unit root-mean-square
     as the other starts and mapped back."""
-    scale = 2.0 ** np.round(np.log2(rms_scale(X)))
+    scale = power_of_two_scale(X)
     weights = np.ones(len(X)) if weights is None else np.asarray(weights, dtype=np.float64)
     n_classes = int(labels.max()) + 1
     coef, intercept, quadratic = weighted_qda(
@@ -384,16 +385,15 @@ def choose_start(scores: dict, labels, weights=None, n_effective=None, names=Non
     the two quadratic starts competing as one: the one of lower log-loss."""
     names = list(scores) if names is None else list(names)
     losses = {name: score_losses(scores[name], labels) for name in names}
+    mean_loss = {name: np.average(losses[name], weights=weights) for name in names}
     if all(name in names for name in QUADRATIC_STARTS):
         # the two quadratic forms are one candidate, the one of lower
         # log-loss: QDA's overconfident scores (ionosphere: log-loss 1.70
         # against the quadratic start's 0.24) were kept in one fold by the
         # accuracy rule alone, 0.02 more accurate, and cost 0.13 of test log-loss
-        def mean_or_inf(name):
-            mean = np.average(losses[name], weights=weights)
-            return mean if np.isfinite(mean) else np.inf
-
-        names.remove(max(QUADRATIC_STARTS, key=mean_or_inf))
+        names.remove(
+            max(QUADRATIC_STARTS, key=lambda name: np.nan_to_num(mean_loss[name], nan=np.inf))
+        )
     finite = [name for name in names if np.all(np.isfinite(losses[name]))]
     if not finite:
         return "lda"
@@ -410,7 +410,6 @@ def choose_start(scores: dict, labels, weights=None, n_effective=None, names=Non
             LDA_ACCURACY_STANDARD_ERRORS if name == "lda" else N_STANDARD_ERRORS,
         )
     ]  # fmt: skip
-    mean_loss = {name: np.average(losses[name], weights=weights) for name in eligible}
     others = [name for name in eligible if name != "lda"]
     if not others:
         return "lda"

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..training._units import rms_scale
+from ..training._units import power_of_two_scale
 from ..training._validation import unstandardised_features
 from ._tokens import (
     check_class_counts,
@@ -102,7 +102,7 @@ def training_tokens(
         # kernel heads are tuned in float32: at unit root-mean-square the
         # squared distances of data at any scale float64 serves (1e-20,
         # 1e19) stay inside float32's range; a power of two rounds nothing
-        scale = np.full(X.shape[1], 2.0 ** np.round(np.log2(rms_scale(X))))
+        scale = np.full(X.shape[1], power_of_two_scale(X))
     if standardise or kernel:
         X = ((X - mean) / scale).astype(X.dtype, copy=False)
     return TrainingTokens(X, labels, classes, weights, rows, left_in, counts, mean, scale)

@@ -21,6 +21,12 @@ def rms_scale(X: np.ndarray) -> float:
     return largest * math.sqrt(float(np.mean(np.square(X / largest, dtype=np.float64))))
 
 
+def power_of_two_scale(X: np.ndarray) -> float:
+    """:func:`rms_scale` rounded to the nearest power of two: dividing by it
+    rounds nothing, so a constant column stays exactly constant."""
+    return 2.0 ** np.round(np.log2(rms_scale(X)))
+
+
 # Scales whose square float64 still holds with room for the parameters
 # (U scales as 1 / scale**2, a noise variance as scale**2).
 SMALLEST_SCALE, LARGEST_SCALE = 1e-151, 1e151
